@@ -1,0 +1,53 @@
+"""turnstone-jobs: tool-using LLM agents run as durable jobs. `create_app` is the web entry point."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from app.errors import ServiceError
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """The web application; configures nothing at import time."""
+    from app.runtime import Runtime
+    from app.web import websocket
+    from app.web.api import api
+    from app.web.fanout import Fanout
+    from app.web.health import health
+
+    settings = settings or Settings.load()
+    rt = Runtime.create(settings)
+    flask_app = Flask(__name__, static_folder=None)
+    # Room for the largest allowed message plus JSON escaping; the engine's own
+    # check gives the precise 413.
+    flask_app.config["MAX_CONTENT_LENGTH"] = settings.max_message_bytes * 6 + 4096
+    flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25}
+    flask_app.extensions["runtime"] = rt
+    flask_app.extensions["fanout"] = Fanout(rt.redis)
+    flask_app.register_blueprint(api)
+    flask_app.register_blueprint(health)
+    websocket.init_app(flask_app)
+    _register_errors(flask_app)
+    return flask_app
+
+
+def _register_errors(flask_app: Flask) -> None:
+    @flask_app.errorhandler(ServiceError)
+    def _service_error(exc: ServiceError) -> Any:
+        return jsonify(error=exc.message, **exc.details), exc.status
+
+    @flask_app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Any:
+        return jsonify(error=exc.description or exc.name), exc.code
+
+    @flask_app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Any:  # the HTTP boundary: log it, say little
+        log.exception("unhandled error")
+        return jsonify(error="internal error"), 500

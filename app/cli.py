@@ -1,0 +1,82 @@
+"""The `turnstone-jobs` command: run the whole service locally, migrate, create API tokens."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from app.settings import Settings
+
+PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="turnstone-jobs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="run web, worker and beat (and a private Redis if none answers)")
+    sub.add_parser("migrate", help="apply the database migrations")
+    token = sub.add_parser("token", help="manage API tokens")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    create = token_sub.add_parser("create", help="create a token; it is printed once")
+    create.add_argument("name")
+    args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return migrate()
+    if args.command == "token":
+        return create_token(args.name)
+    return run()
+
+
+def migrate() -> int:
+    from app.storage.migrate import upgrade
+
+    upgrade(Settings.load().database_url)
+    return 0
+
+
+def create_token(name: str) -> int:
+    from app import tokens
+    from app.runtime import Runtime
+
+    migrate()
+    rt = Runtime.create(Settings.load())
+    try:
+        print(tokens.create(rt, name))
+    finally:
+        rt.close()
+    return 0
+
+
+def run() -> int:
+    """Every Procfile line under one supervisor, as `honcho start` would run them."""
+    from honcho.environ import parse_procfile
+    from honcho.manager import Manager
+
+    from app.localredis import PrivateRedis, is_reachable
+
+    settings = Settings.load()
+    env = dict(os.environ)
+    private = None
+    if not is_reachable(settings.redis_url):
+        private = PrivateRedis()
+        env["REDIS_URL"] = private.start()
+        print(
+            f"turnstone-jobs: no Redis at {settings.redis_url}; started a private one at {env['REDIS_URL']}"
+        )
+    env.setdefault("PORT", str(settings.port))
+    env.setdefault("BEAT_SCHEDULE", str(Path(".turnstone-beat-schedule").resolve()))
+    manager = Manager()
+    for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
+        manager.add_process(name, command, env=env, cwd=os.getcwd())
+    try:
+        manager.loop()
+    finally:
+        if private:
+            private.stop()
+    return int(manager.returncode or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

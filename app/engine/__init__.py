@@ -1,0 +1,1 @@
+"""The agent engine: turns, model steps, tool batches, approvals, cancel, recovery."""

@@ -1,0 +1,134 @@
+"""Decisions on pending calls: approve, deny, feedback, "always"; the last one un-parks the turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+
+from app.engine import calls as call_store
+from app.errors import ConflictError, NotFoundError
+from app.events import EventType
+from app.runtime import Runtime
+from app.storage.models import CallStatus, ToolCall, Turn, TurnPhase, Workstream, WorkstreamState, utcnow
+
+
+@dataclass(frozen=True)
+class Decision:
+    approved: bool
+    feedback: str | None = None
+    always: bool = False
+    call_id: str | None = None  # None: every pending call of the workstream
+    by: str = "user"
+    how: str = "user"
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    decided: list[str]
+    pending: list[str]
+    resumed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"decided": self.decided, "pending": self.pending, "resumed": self.resumed}
+
+
+def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
+    with rt.db.session() as s:
+        ws = s.get(Workstream, ws_id)
+        if ws is None:
+            raise NotFoundError(f"no workstream {ws_id}")
+        # Lock the turn first: two deciders of different calls must not both see the
+        # other's call still pending and leave the turn parked for ever.
+        turn = s.get(Turn, ws.active_turn_id, with_for_update=True) if ws.active_turn_id else None
+        rows = call_store.batch(s, turn.id, turn.step) if turn else []
+        pending = [r for r in rows if r.status == CallStatus.PENDING]
+        targets = _targets(rows, pending, decision)
+        if not targets:  # the same decision again: nothing to do
+            return DecisionResult([], [r.call_id for r in pending], resumed=False)
+        if decision.always and decision.approved:
+            ws.auto_approve_tools = sorted(set(ws.auto_approve_tools) | {r.func_name for r in targets})
+            targets += [r for r in pending if r not in targets and r.func_name in ws.auto_approve_tools]
+            s.add(ws)
+        for row in targets:
+            _apply(row, decision)
+            s.add(row)
+        if decision.approved and decision.feedback and turn is not None:
+            turn.feedback = "\n".join(filter(None, [turn.feedback, decision.feedback]))
+            s.add(turn)
+        still = [r.call_id for r in pending if r not in targets]
+        resumed = not still and turn is not None and _unpark(s, turn)
+    denied = [r for r in targets if r.status == CallStatus.DENIED]
+    rt.events.publish(
+        ws_id,
+        EventType.APPROVAL_RESOLVED,
+        turn_id=turn.id if turn else None,
+        call_ids=[r.call_id for r in targets],
+        approved=decision.approved,
+        feedback=decision.feedback,
+        always=decision.always,
+        by=decision.by,
+        how=decision.how,
+    )
+    for row in denied:
+        rt.events.publish(
+            ws_id,
+            EventType.TOOL_RESULT,
+            turn_id=row.turn_id,
+            call_id=row.call_id,
+            name=row.func_name,
+            output=row.output,
+            is_error=True,
+        )
+    if resumed and turn is not None:
+        rt.events.publish(ws_id, EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.RUNNING)
+        rt.queue.tool_batch(turn.id, turn.step)
+    return DecisionResult([r.call_id for r in targets], still, resumed)
+
+
+def _targets(rows: list[ToolCall], pending: list[ToolCall], d: Decision) -> list[ToolCall]:
+    if d.call_id is None:
+        if not pending:
+            raise ConflictError("no calls are pending approval", pending=[])
+        return list(pending)
+    row = next((r for r in rows if r.call_id == d.call_id), None)
+    if row is not None and row.status != CallStatus.PENDING and row.decided_how in ("user", "always"):
+        if (row.status != CallStatus.DENIED) == d.approved:
+            return []  # decided the same way before: a no-op
+        raise ConflictError(
+            f"call {d.call_id} was already {'approved' if row.status != CallStatus.DENIED else 'denied'}",
+            pending=[r.call_id for r in pending],
+        )
+    if row is None or row.status != CallStatus.PENDING:
+        names = ", ".join(r.call_id for r in pending) or "none"
+        raise ConflictError(
+            f"call {d.call_id} is not pending; pending: {names}", pending=[r.call_id for r in pending]
+        )
+    return [row]
+
+
+def _apply(row: ToolCall, d: Decision) -> None:
+    row.decided_by = d.by
+    row.decided_how = "always" if d.always and d.approved else d.how
+    row.feedback = d.feedback
+    if d.approved:
+        row.status = CallStatus.APPROVED
+        return
+    row.status = CallStatus.DENIED
+    row.output = call_store.denial_text(d.feedback)
+    row.is_error = True
+    row.finished_at = utcnow()
+
+
+def _unpark(s: Any, turn: Turn) -> bool:
+    """Move the parked turn on to its tool batch; exactly one decider wins this."""
+    now = utcnow()
+    moved = s.exec(
+        update(Turn)
+        .where(Turn.id == turn.id, Turn.phase == TurnPhase.APPROVAL)
+        .values(phase=TurnPhase.TOOLS, enqueued_at=now, phase_started_at=now, step_claims=0)
+    )
+    if moved.rowcount == 1:
+        s.exec(update(Workstream).where(Workstream.id == turn.ws_id).values(state=WorkstreamState.RUNNING))
+    return bool(moved.rowcount == 1)

@@ -1,0 +1,52 @@
+"""The stored conversation, as the model sees it and as the history API shows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from app.storage.models import Message, Workstream
+
+SYSTEM_PROMPT = (
+    "You are an agent working in a workstream of turnstone-jobs. You have tools; "
+    "use them when they help, and answer plainly when they do not. "
+    "Your working directory is {working_dir}."
+)
+
+
+def messages(s: Session, ws_id: str) -> list[Message]:
+    return list(s.exec(select(Message).where(Message.ws_id == ws_id).order_by(col(Message.id))).all())
+
+
+def for_model(ws: Workstream, rows: list[Message]) -> list[dict[str, Any]]:
+    """Neutral (OpenAI chat) format, system prompt first."""
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT.format(working_dir=ws.working_dir)}
+    ]
+    for row in rows:
+        if row.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
+            if row.tool_calls:
+                entry["tool_calls"] = row.tool_calls
+            out.append(entry)
+        elif row.role == "tool":
+            out.append({"role": "tool", "tool_call_id": row.tool_call_id, "content": row.content or ""})
+        else:
+            out.append({"role": "user", "content": row.content or ""})
+    return out
+
+
+def as_history(row: Message) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": row.id,
+        "turn_id": row.turn_id,
+        "role": row.role,
+        "content": row.content,
+        "created_at": row.created_at.isoformat(),
+    }
+    if row.tool_calls:
+        entry["tool_calls"] = row.tool_calls
+    if row.role == "tool":
+        entry.update(tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error)
+    return entry

@@ -1,0 +1,98 @@
+"""Recovery and housekeeping run by beat: re-queue steps whose worker died, time out approvals."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from sqlalchemy import or_, update
+from sqlmodel import col, select
+
+from app.engine.approvals import Decision, decide
+from app.errors import ConflictError
+from app.runtime import Runtime
+from app.storage.models import Turn, TurnPhase, TurnStatus, utcnow
+
+log = logging.getLogger(__name__)
+
+SWEEP_LOCK = "tj:lock:sweep"
+
+
+def sweep(rt: Runtime) -> int:
+    """One pass; the number of steps re-queued. Passes never overlap (a Redis lock)."""
+    lock = rt.redis.lock(SWEEP_LOCK, timeout=max(30.0, rt.settings.sweep_interval_seconds * 3))
+    if not lock.acquire(blocking=False):
+        return 0
+    try:
+        requeued = requeue_stale(rt)
+        time_out_approvals(rt)
+        return requeued
+    finally:
+        lock.release()
+
+
+def requeue_stale(rt: Runtime) -> int:
+    now = utcnow()
+    stale = now - timedelta(seconds=rt.settings.stale_after_seconds)
+    with rt.db.session() as s:
+        turns = s.exec(
+            select(Turn).where(
+                Turn.status == TurnStatus.ACTIVE,
+                col(Turn.phase).in_([TurnPhase.MODEL, TurnPhase.TOOLS]),
+                or_(
+                    col(Turn.heartbeat_at) < stale,  # its worker stopped beating
+                    (col(Turn.heartbeat_at).is_(None)) & (col(Turn.enqueued_at) < stale),  # lost on its way
+                ),
+            )
+        ).all()
+    count = 0
+    for turn in turns:
+        with rt.db.session() as s:
+            moved = s.exec(  # type: ignore[call-overload]
+                update(Turn)
+                .where(
+                    Turn.id == turn.id,
+                    Turn.phase == turn.phase,
+                    Turn.step == turn.step,
+                    Turn.attempt == turn.attempt,
+                )
+                .values(enqueued_at=now)
+            )
+        if moved.rowcount != 1:
+            continue
+        log.warning("turn %s: re-queueing its %s step %s (no live worker)", turn.id, turn.phase, turn.step)
+        if turn.phase == TurnPhase.MODEL:
+            rt.queue.model_step(turn.id, turn.step)
+        else:
+            rt.queue.tool_batch(turn.id, turn.step)
+        count += 1
+    return count
+
+
+def time_out_approvals(rt: Runtime) -> None:
+    limit = rt.settings.tools.approval_timeout_seconds
+    if limit <= 0:
+        return
+    cutoff = utcnow() - timedelta(seconds=limit)
+    with rt.db.session() as s:
+        parked = s.exec(
+            select(Turn).where(
+                Turn.status == TurnStatus.ACTIVE,
+                Turn.phase == TurnPhase.APPROVAL,
+                col(Turn.phase_started_at) < cutoff,
+            )
+        ).all()
+    for turn in parked:
+        try:
+            decide(
+                rt,
+                turn.ws_id,
+                Decision(
+                    approved=False,
+                    feedback=f"Approval timed out after {limit} s",
+                    by="timeout",
+                    how="timeout",
+                ),
+            )
+        except ConflictError:
+            continue  # someone decided meanwhile

@@ -1,0 +1,33 @@
+"""Redis key names, each built from one template defined here."""
+
+PREFIX = "tj"
+
+EVENT_SEQ = PREFIX + ":ws:{ws_id}:seq"  # last event id of a workstream
+EVENT_LOG = PREFIX + ":ws:{ws_id}:log"  # capped replay log (a stream; entry id = event id)
+EVENT_CHANNEL = PREFIX + ":ws:{ws_id}:events"  # live pub/sub channel
+EVENT_CHANNEL_PATTERN = PREFIX + ":ws:*:events"
+TURN_FENCE = PREFIX + ":turn:{turn_id}:attempt"  # the attempt allowed to publish
+TURN_CANCEL = PREFIX + ":turn:{turn_id}:cancel"  # set while a cancel is requested
+
+FENCE_TTL_SECONDS = 7 * 24 * 3600
+CANCEL_TTL_SECONDS = 24 * 3600
+
+
+def event_seq(ws_id: str) -> str:
+    return EVENT_SEQ.format(ws_id=ws_id)
+
+
+def event_log(ws_id: str) -> str:
+    return EVENT_LOG.format(ws_id=ws_id)
+
+
+def event_channel(ws_id: str) -> str:
+    return EVENT_CHANNEL.format(ws_id=ws_id)
+
+
+def turn_fence(turn_id: str) -> str:
+    return TURN_FENCE.format(turn_id=turn_id)
+
+
+def turn_cancel(turn_id: str) -> str:
+    return TURN_CANCEL.format(turn_id=turn_id)

@@ -1,0 +1,21 @@
+"""Model providers: stream one reply from an OpenAI-compatible or Anthropic model
+as neutral `ModelEvent`s. `stream_reply` is the entry point."""
+
+from app.providers.errors import (
+    ModelError,
+    ModelNotConfiguredError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from app.providers.events import ModelEvent, ToolCallRequest
+from app.providers.reply import stream_reply
+
+__all__ = [
+    "ModelError",
+    "ModelEvent",
+    "ModelNotConfiguredError",
+    "ModelRequestError",
+    "ModelUnavailableError",
+    "ToolCallRequest",
+    "stream_reply",
+]

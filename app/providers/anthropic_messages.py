@@ -1,0 +1,135 @@
+"""Anthropic Messages, streamed through the official `anthropic` SDK and turned
+into `ModelEvent`s (the wire format conversion lives in `anthropic_format`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import httpx2
+
+from app.providers import events
+from app.providers.anthropic_format import convert_messages, convert_tools, system_text
+from app.providers.base import (
+    api_key_for,
+    connection_failure,
+    status_failure,
+    truncated_failure,
+)
+from app.providers.errors import ModelNotConfiguredError
+from app.providers.events import ModelEvent, ToolCallRequest
+from app.providers.retry import AttemptFailedError, Failure
+from app.settings import ModelSettings
+
+ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+NOT_CONFIGURED_HINT = (
+    "No Anthropic model is configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL "
+    "for a compatible local server) and TURNSTONE_MODEL=anthropic:NAME to pick the model."
+)
+
+# Anthropic's stop reasons in the OpenAI words that `ModelEvent.finish_reason` uses.
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+}
+
+
+def check_configured(model: ModelSettings) -> None:
+    if not model.api_key and not model.base_url:
+        raise ModelNotConfiguredError(NOT_CONFIGURED_HINT)
+
+
+def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]) -> dict:
+    params: dict[str, Any] = {
+        "model": model.model,
+        "max_tokens": model.max_tokens,
+        "messages": convert_messages(messages),
+        "stream": True,
+    }
+    if system := system_text(messages):
+        params["system"] = system
+    if tools:
+        params["tools"] = convert_tools(tools)
+    return params
+
+
+def attempt(
+    model: ModelSettings,
+    messages: list[dict],
+    tools: list[dict],
+    *,
+    should_stop: Callable[[], bool],
+    timeout_seconds: float,
+) -> Generator[ModelEvent, None, None]:
+    """One streamed request; SDK failures leave as `AttemptFailedError`."""
+    client = anthropic.Anthropic(
+        api_key=api_key_for(model),
+        base_url=model.base_url or ANTHROPIC_DEFAULT_BASE_URL,
+        timeout=timeout_seconds,
+        max_retries=0,  # our retry loop decides
+    )
+    try:
+        with client, client.messages.create(**request_params(model, messages, tools)) as stream:
+            yield from _events(stream, should_stop)
+    except anthropic.APIStatusError as exc:
+        failure = status_failure(exc.status_code, exc.response.headers, exc.body, exc.message)
+        raise AttemptFailedError(failure) from None
+    except anthropic.APIConnectionError as exc:
+        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
+    except anthropic.APIError as exc:
+        raise AttemptFailedError(Failure(status=None, message=exc.message)) from None
+    except httpx2.TransportError as exc:
+        # Unlike the openai SDK, this one lets transport errors out of a stream unwrapped.
+        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
+
+
+@dataclass
+class _PartialToolUse:
+    id: str
+    name: str
+    json_text: str = ""
+
+    def complete(self) -> ToolCallRequest:
+        return ToolCallRequest(id=self.id, name=self.name, arguments=self.json_text or "{}")
+
+
+def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent]:
+    tool_uses: dict[int, _PartialToolUse] = {}
+    stop_reason: str | None = None
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    is_complete = False
+    for event in stream:
+        if should_stop():
+            return
+        if event.type == "message_start":
+            usage["input_tokens"] = event.message.usage.input_tokens or 0
+        elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+            block = event.content_block
+            tool_uses[event.index] = _PartialToolUse(id=block.id, name=block.name)
+        elif event.type == "content_block_delta":
+            yield from _delta_events(event.index, event.delta, tool_uses)
+        elif event.type == "content_block_stop" and event.index in tool_uses:
+            yield events.tool_call(tool_uses.pop(event.index).complete())
+        elif event.type == "message_delta":
+            stop_reason = event.delta.stop_reason or stop_reason
+            if event.usage is not None:
+                usage["output_tokens"] = event.usage.output_tokens or 0
+        elif event.type == "message_stop":
+            is_complete = True
+    if not is_complete:
+        raise AttemptFailedError(truncated_failure())
+    yield events.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
+
+
+def _delta_events(index: int, delta: Any, tool_uses: dict[int, _PartialToolUse]) -> Iterator[ModelEvent]:
+    if delta.type == "text_delta" and delta.text:
+        yield events.content(delta.text)
+    elif delta.type == "thinking_delta" and delta.thinking:
+        yield events.reasoning(delta.thinking)
+    elif delta.type == "input_json_delta" and index in tool_uses:
+        tool_uses[index].json_text += delta.partial_json

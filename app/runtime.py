@@ -1,0 +1,41 @@
+"""The runtime: the settings and the connections one process shares (database, Redis, queue, tools)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from app.events import EventLog
+from app.settings import Settings
+from app.storage.database import Database
+from app.taskqueue import TaskQueue, make_celery
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    db: Database
+    redis: redis.Redis
+    events: EventLog
+    queue: TaskQueue
+    registry: Any  # app.tools.registry.Registry
+
+    @classmethod
+    def create(cls, settings: Settings) -> Runtime:
+        from app.tools.registry import build_registry
+
+        client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
+        return cls(
+            settings=settings,
+            db=Database(settings.database_url),
+            redis=client,
+            events=EventLog(client, settings.replay_log_length),
+            queue=TaskQueue(make_celery(settings)),
+            registry=build_registry(),
+        )
+
+    def close(self) -> None:
+        self.db.dispose()
+        self.redis.close()

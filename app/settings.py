@@ -1,0 +1,238 @@
+"""Settings: every default as a named constant, `config.toml`, and the environment.
+
+This is the one module that reads the environment. Everything else receives a
+`Settings` object (the web app factory, the Celery app, the tool handlers).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+# -- defaults -----------------------------------------------------------------
+
+DEFAULT_DATABASE_URL = "sqlite:///turnstone-jobs.db"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_PORT = 8080
+DEFAULT_MODEL = "openai:gpt-4.1"
+
+DEFAULT_TOOL_TIMEOUT = 120  # seconds, bash when the call gives none
+MIN_TOOL_TIMEOUT = 1
+MAX_TOOL_TIMEOUT = 600
+DEFAULT_TRUNCATION = 262_144  # characters: the spec's 256 KB
+DEFAULT_APPROVAL_TIMEOUT = 0  # 0 = wait until someone decides
+TOOL_POOL_SIZE = 4  # parallel calls of one batch
+
+# Durability: a running step writes a heartbeat; the sweeper re-queues a step
+# whose heartbeat is older than the stale limit.
+DEFAULT_HEARTBEAT_SECONDS = 5.0
+DEFAULT_STALE_AFTER_SECONDS = 30.0
+DEFAULT_SWEEP_INTERVAL_SECONDS = 10.0
+DEFAULT_WATCH_POLL_SECONDS = 15.0
+
+# Streaming: coalesce deltas and output chunks.
+STREAM_FLUSH_SECONDS = 0.025
+STREAM_FLUSH_CHARS = 4096
+
+DEFAULT_REPLAY_LOG_LENGTH = 10_000  # events kept per workstream
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # a user message larger than this is a 413
+
+DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
+DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
+DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
+
+CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
+DEFAULT_CONFIG_PATH = "config.toml"
+
+# Environment names whose values are the service's own secrets: never shown to
+# a tool's subprocess, never logged.
+SERVICE_SECRET_ENV = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "TURNSTONE_API_TOKEN",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+)
+
+
+class SettingsError(ValueError):
+    """The configuration is invalid; the message says which key and why."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """One `[models.NAME]` entry (or the one `TURNSTONE_MODEL` names)."""
+
+    name: str
+    provider: str  # "openai" (any OpenAI-compatible server) or "anthropic"
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens: int = 4096
+
+    @property
+    def supports_vision(self) -> bool:
+        default = self.base_url is None  # hosted OpenAI/Anthropic models see images
+        return bool(self.capabilities.get("supports_vision", default))
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """The `[tools]` section."""
+
+    timeout: int = DEFAULT_TOOL_TIMEOUT
+    truncation: int = DEFAULT_TRUNCATION
+    approval_timeout_seconds: int = DEFAULT_APPROVAL_TIMEOUT
+    allow_private_network: bool = False
+    workspace_dir: str | None = None
+    search: str = "auto"
+    search_threshold: int = 20
+    search_max_results: int = 5
+    agent_max_turns: int = 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str = DEFAULT_REDIS_URL
+    port: int = DEFAULT_PORT
+    api_token: str | None = None
+    default_model: str = "default"
+    models: Mapping[str, ModelSettings] = field(default_factory=dict)
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    working_dir: str = field(default_factory=os.getcwd)
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    stale_after_seconds: float = DEFAULT_STALE_AFTER_SECONDS
+    sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
+    watch_poll_seconds: float = DEFAULT_WATCH_POLL_SECONDS
+    replay_log_length: int = DEFAULT_REPLAY_LOG_LENGTH
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    model_retries: int = DEFAULT_MODEL_RETRIES
+    model_backoff_seconds: float = DEFAULT_MODEL_BACKOFF_SECONDS
+    model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT_SECONDS
+
+    def model(self, name: str | None = None) -> ModelSettings | None:
+        """The named model, or the default one; None when it is not configured."""
+        return self.models.get(name or self.default_model)
+
+    def with_changes(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Defaults, then `config.toml` (or `$TURNSTONE_CONFIG`), then the environment."""
+        env = os.environ if environ is None else environ
+        path = Path(env.get(CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH))
+        config = _read_toml(path) if path.is_file() else {}
+        return cls.from_mapping(config, env)
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
+        tools = _tool_settings(config.get("tools", {}))
+        models = _models(config.get("models", {}), env)
+        default_model = str(config.get("default_model", "default"))
+        spec = env.get("TURNSTONE_MODEL")
+        if spec:
+            models = {**models, "default": _model_from_spec(spec, env)}
+            default_model = "default"
+        elif "default" not in models and default_model not in models:
+            models = {**models, "default": _model_from_spec(DEFAULT_MODEL, env)}
+        return cls(
+            database_url=env.get("DATABASE_URL", str(config.get("database_url", DEFAULT_DATABASE_URL))),
+            redis_url=env.get("REDIS_URL", str(config.get("redis_url", DEFAULT_REDIS_URL))),
+            port=_int(env.get("PORT", config.get("port", DEFAULT_PORT)), "PORT"),
+            api_token=env.get("TURNSTONE_API_TOKEN") or None,
+            default_model=default_model,
+            models=models,
+            tools=tools,
+            working_dir=env.get("TURNSTONE_WORKING_DIR", os.getcwd()),
+            heartbeat_seconds=_float(env.get("TURNSTONE_HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS)),
+            stale_after_seconds=_float(env.get("TURNSTONE_STALE_AFTER_SECONDS", DEFAULT_STALE_AFTER_SECONDS)),
+            sweep_interval_seconds=_float(
+                env.get("TURNSTONE_SWEEP_INTERVAL_SECONDS", DEFAULT_SWEEP_INTERVAL_SECONDS)
+            ),
+            model_retries=_int(
+                env.get("TURNSTONE_MODEL_RETRIES", DEFAULT_MODEL_RETRIES), "TURNSTONE_MODEL_RETRIES"
+            ),
+            model_backoff_seconds=_float(
+                env.get("TURNSTONE_MODEL_BACKOFF_SECONDS", DEFAULT_MODEL_BACKOFF_SECONDS)
+            ),
+        )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path}: {exc}") from exc
+
+
+def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
+    known = set(ToolSettings.__dataclass_fields__)
+    unknown = set(section) - known
+    if unknown:
+        raise SettingsError(f"[tools]: unknown key(s) {', '.join(sorted(unknown))}")
+    tools = ToolSettings(**section)
+    if not MIN_TOOL_TIMEOUT <= tools.timeout <= MAX_TOOL_TIMEOUT:
+        raise SettingsError(f"[tools] timeout must be {MIN_TOOL_TIMEOUT}-{MAX_TOOL_TIMEOUT} s")
+    if tools.truncation < 1024:
+        raise SettingsError("[tools] truncation must be at least 1024 characters")
+    return tools
+
+
+def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ModelSettings]:
+    models = {}
+    for name, entry in section.items():
+        provider = entry.get("provider")
+        if provider not in ("openai", "anthropic"):
+            raise SettingsError(f"[models.{name}] provider must be 'openai' or 'anthropic'")
+        if not entry.get("model"):
+            raise SettingsError(f"[models.{name}] needs a 'model'")
+        models[name] = ModelSettings(
+            name=name,
+            provider=provider,
+            model=entry["model"],
+            base_url=entry.get("base_url") or _env_base_url(provider, env),
+            api_key=_env_api_key(provider, env, entry.get("api_key_env")),
+            capabilities=dict(entry.get("capabilities", {})),
+            max_tokens=int(entry.get("max_tokens", 4096)),
+        )
+    return models
+
+
+def _model_from_spec(spec: str, env: Mapping[str, str]) -> ModelSettings:
+    provider, sep, model = spec.partition(":")
+    if not sep or provider not in ("openai", "anthropic") or not model:
+        raise SettingsError(f"TURNSTONE_MODEL={spec!r}: expected 'openai:MODEL' or 'anthropic:MODEL'")
+    return ModelSettings(
+        name="default",
+        provider=provider,
+        model=model,
+        base_url=_env_base_url(provider, env),
+        api_key=_env_api_key(provider, env, None),
+    )
+
+
+def _env_base_url(provider: str, env: Mapping[str, str]) -> str | None:
+    return env.get("OPENAI_BASE_URL" if provider == "openai" else "ANTHROPIC_BASE_URL") or None
+
+
+def _env_api_key(provider: str, env: Mapping[str, str], named: str | None) -> str | None:
+    name = named or ("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY")
+    return env.get(name) or None
+
+
+def _int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{name} must be a whole number, got {value!r}") from exc
+
+
+def _float(value: Any) -> float:
+    return float(value)

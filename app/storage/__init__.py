@@ -1,0 +1,1 @@
+"""Storage: the sqlmodel tables, the engine, and the Alembic migrations."""

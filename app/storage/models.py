@@ -1,0 +1,148 @@
+"""The tables. Everything a client relies on lives here, never only in a process."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class WorkstreamState(StrEnum):
+    IDLE = "idle"
+    THINKING = "thinking"
+    RUNNING = "running"
+    ATTENTION = "attention"
+    ERROR = "error"
+
+
+class TurnStatus(StrEnum):
+    QUEUED = "queued"
+    ACTIVE = "active"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+class TurnPhase(StrEnum):
+    """Where an active turn stands; `model` and `tools` are held by a task."""
+
+    WAITING = "waiting"  # queued, not started
+    MODEL = "model"
+    APPROVAL = "approval"  # parked: no worker holds it
+    TOOLS = "tools"
+    FINISHED = "finished"
+
+
+class CallStatus(StrEnum):
+    ERROR = "error"  # prepare refused it; never executed
+    PENDING = "pending"  # waits for a person
+    APPROVED = "approved"
+    DENIED = "denied"
+    RUNNING = "running"  # marked before it runs: a call runs at most once
+    DONE = "done"
+    INTERRUPTED = "interrupted"  # found running after its worker died
+    CANCELLED = "cancelled"
+
+
+FINAL_CALL_STATUSES = frozenset(
+    {CallStatus.ERROR, CallStatus.DENIED, CallStatus.DONE, CallStatus.INTERRUPTED, CallStatus.CANCELLED}
+)
+
+
+class Workstream(SQLModel, table=True):
+    __tablename__ = "workstreams"
+
+    id: str = Field(primary_key=True, max_length=32)
+    name: str = Field(max_length=200)
+    kind: str = Field(default="interactive", max_length=32)
+    parent_id: str | None = Field(default=None, max_length=32)
+    model: str | None = Field(default=None, max_length=200)
+    auto_approve: bool = False
+    auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    read_paths: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    working_dir: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(default=WorkstreamState.IDLE, max_length=16)
+    active_turn_id: str | None = Field(default=None, max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Turn(SQLModel, table=True):
+    __tablename__ = "turns"
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    status: str = Field(default=TurnStatus.QUEUED, max_length=16, index=True)
+    phase: str = Field(default=TurnPhase.WAITING, max_length=16)
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    origin: str = Field(default="user", max_length=32)
+    step: int = 0  # model steps taken
+    attempt: int = 0  # fencing token: bumped by every claim
+    step_claims: int = 0  # claims of the current phase; >1 means a retry
+    heartbeat_at: datetime | None = None
+    enqueued_at: datetime | None = None
+    phase_started_at: datetime | None = None
+    cancel_requested: bool = False
+    feedback: str | None = Field(default=None, sa_column=Column(Text))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class Message(SQLModel, table=True):
+    __tablename__ = "messages"
+
+    id: int | None = Field(default=None, primary_key=True)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    turn_id: str | None = Field(default=None, max_length=32)
+    role: str = Field(max_length=16)
+    content: str | None = Field(default=None, sa_column=Column(Text))
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
+    tool_call_id: str | None = Field(default=None, max_length=200)
+    name: str | None = Field(default=None, max_length=200)
+    is_error: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ToolCall(SQLModel, table=True):
+    __tablename__ = "tool_calls"
+    __table_args__ = (UniqueConstraint("turn_id", "step", "call_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    turn_id: str = Field(foreign_key="turns.id", index=True, max_length=32)
+    step: int
+    position: int
+    call_id: str = Field(max_length=200)
+    func_name: str = Field(max_length=200)
+    args: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    header: str = Field(default="", sa_column=Column(Text, nullable=False))
+    preview: str = Field(default="", sa_column=Column(Text, nullable=False))
+    needs_approval: bool = True
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    status: str = Field(max_length=16)
+    decided_by: str | None = Field(default=None, max_length=200)
+    decided_how: str | None = Field(default=None, max_length=16)  # user, always, auto, timeout, cancel
+    feedback: str | None = Field(default=None, sa_column=Column(Text))
+    output: str | None = Field(default=None, sa_column=Column(Text))
+    is_error: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class ApiToken(SQLModel, table=True):
+    __tablename__ = "api_tokens"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200)
+    token_hash: str = Field(max_length=64, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)

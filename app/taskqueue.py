@@ -1,0 +1,63 @@
+"""The Celery client side: configuration, queue names, and enqueueing tasks by name.
+
+`app/` never imports `workers/`; it sends tasks by their names, and `workers/`
+registers the task bodies on the same configuration.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from app.settings import Settings
+
+MODEL_STEP_TASK = "turnstone.model_step"
+TOOL_BATCH_TASK = "turnstone.tool_batch"
+SWEEP_TASK = "turnstone.sweep"
+
+MODEL_QUEUE = "model_steps"
+TOOLS_QUEUE = "tool_batches"
+
+# Longer than any step may run (bash is capped at 600 s); the sweeper, not this,
+# is what recovers a step whose worker died.
+VISIBILITY_TIMEOUT_SECONDS = 2 * 3600
+
+
+def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
+    celery = Celery(name, broker=settings.redis_url, set_as_current=False)
+    celery.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=MODEL_QUEUE,
+        task_routes={
+            MODEL_STEP_TASK: {"queue": MODEL_QUEUE},
+            SWEEP_TASK: {"queue": MODEL_QUEUE},
+            TOOL_BATCH_TASK: {"queue": TOOLS_QUEUE},
+        },
+        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
+        broker_connection_retry_on_startup=True,
+        worker_send_task_events=False,
+        worker_hijack_root_logger=False,
+    )
+    return celery
+
+
+class TaskQueue:
+    """Enqueues the engine's tasks; ids only, never objects."""
+
+    def __init__(self, celery: Celery) -> None:
+        self.celery = celery
+
+    def model_step(self, turn_id: str, step: int) -> None:
+        self.celery.send_task(MODEL_STEP_TASK, args=[turn_id, step], queue=MODEL_QUEUE)
+
+    def tool_batch(self, turn_id: str, step: int) -> None:
+        self.celery.send_task(TOOL_BATCH_TASK, args=[turn_id, step], queue=TOOLS_QUEUE)
+
+    def worker_count(self, timeout: float = 0.5) -> int:
+        replies = self.celery.control.ping(timeout=timeout) or []
+        return len(replies)

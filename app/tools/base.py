@@ -1,0 +1,65 @@
+"""What every tool handler receives and returns.
+
+Handlers know nothing of Celery, Flask or Redis: `prepare` and `execute` get a
+`ToolContext` and plain JSON-serialisable arguments, so they can be tested alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableSet
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.settings import ModelSettings, ToolSettings
+
+
+def _never_cancelled() -> bool:
+    return False
+
+
+def _discard(_chunk: str) -> None:
+    return None
+
+
+@dataclass
+class ToolContext:
+    """The world a handler may see: never a request, a task or a connection."""
+
+    ws_id: str
+    working_dir: str
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    model: ModelSettings | None = None
+    is_cancelled: Callable[[], bool] = _never_cancelled
+    emit_output: Callable[[str], None] = _discard  # streamed stdout, as produced
+    read_paths: MutableSet[str] = field(default_factory=set)  # read-before-edit guard
+    kind: str = "interactive"
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """Phase 1's answer for one call: what to show, and whether a person must decide.
+
+    `args` are the validated, normalised arguments that `execute` will receive
+    (stored with the call, so they must be JSON-serialisable). When `error` is
+    set the call is never executed and `error` becomes its result.
+    """
+
+    args: dict[str, Any]
+    header: str
+    preview: str = ""
+    needs_approval: bool = True
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    output: str
+    is_error: bool = False
+
+
+class ToolHandler(Protocol):
+    """A handler module: `prepare` then (if approved) `execute`."""
+
+    def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Preparation: ...
+
+    def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome: ...

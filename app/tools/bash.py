@@ -1,0 +1,350 @@
+"""The bash tool: run a script in its own process group, streaming its stdout.
+
+The blocklist refuses a few well-known destructive commands before anyone is
+asked to approve them. It is a guard rail against accidents, not a sandbox: a
+determined command gets past any pattern list. Approval is the real control.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import queue
+import re
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.environment import redact, scrubbed_environment, secret_values
+
+POLL_SECONDS = 0.05  # how often cancel and the deadline are checked
+TERM_GRACE_SECONDS = 0.5  # between SIGTERM and SIGKILL of the process group
+DRAIN_SECONDS = 1.0  # how long to wait for pipes once the group has been killed
+READ_CHUNK = 64 * 1024  # a line longer than this streams in pieces
+BUFFER_FACTOR = 4  # keep at most this many times tools.truncation per stream
+HEADER_LIMIT = 200
+UNKNOWN_OUTCOME = "its outcome is unknown (it may have partly run)"
+
+# -- the blocklist ------------------------------------------------------------
+
+_POWER = ("shutdown", "reboot", "halt", "poweroff")
+_LAUNCHERS = frozenset({"sudo", "doas", "exec", "command", "builtin", "nohup", "env", "time"})
+_DISK = r"/dev/(?:sd[a-z]|nvme\d|hd[a-z]|vd[a-z]|xvd[a-z]|mmcblk\d)"
+_PATTERNS = (
+    ("mkfs", re.compile(r"(?<![\w.-])mkfs(?:\.\w+)?(?![\w-])")),
+    *((word, re.compile(rf"(?:^|[\s;&|(`]){word}(?=$|[\s;&|)`])")) for word in _POWER),
+    ("of=/dev/<disk>", re.compile(rf"\bof={_DISK}")),
+    ("> /dev/<disk>", re.compile(rf">\|?\s*{_DISK}")),
+    (":(){ :|:& };:", re.compile(r"([^\s(){}|&;]+)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")),
+    ("/proc/*/environ", re.compile(r"/proc/\S*environ")),
+)
+_SEGMENT_SPLIT = re.compile(r"\$\(|[;&|\n(){}`]")
+_ROOT = re.compile(r"/+(?:\.|\*)?/*")
+
+
+def blocked_pattern(command: str) -> str | None:
+    """The dangerous pattern `command` matches, or None."""
+    for label, pattern in _PATTERNS:
+        if pattern.search(command):
+            return label
+    for segment in _SEGMENT_SPLIT.split(command.replace("\\\n", " ")):
+        found = _blocked_segment(_words(segment))
+        if found:
+            return found
+    return None
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment)
+    except ValueError:  # an unbalanced quote: fall back to plain words
+        return segment.split()
+
+
+def _blocked_segment(words: list[str]) -> str | None:
+    program = _program(words)
+    if program in _POWER:  # `/sbin/reboot`; the bare words are caught by _PATTERNS
+        return program
+    for i, word in enumerate(words):
+        program, rest = os.path.basename(word), words[i + 1 :]
+        flags, targets = _split_flags(rest)
+        hits_root = any(_ROOT.fullmatch(t) for t in targets)
+        if program == "rm" and hits_root and _has_flag(flags, "rR", "recursive"):
+            return "rm -rf /*" if any(t.rstrip("/").endswith("*") for t in targets) else "rm -rf /"
+        if program in ("chmod", "chown") and hits_root and _has_flag(flags, "R", "recursive"):
+            return "chmod -R 777 /" if program == "chmod" else "chown -R /"
+        if program == "mv" and targets and _ROOT.fullmatch(targets[0]):
+            return "mv /"
+    return None
+
+
+def _program(words: list[str]) -> str | None:
+    """The command a segment runs, past launchers (sudo, env, ...) and assignments."""
+    for word in words:
+        name = os.path.basename(word)
+        if name in _LAUNCHERS or word.startswith("-") or re.fullmatch(r"\w+=.*", word):
+            continue
+        return name
+    return None
+
+
+def _split_flags(words: list[str]) -> tuple[list[str], list[str]]:
+    flags: list[str] = []
+    targets: list[str] = []
+    for i, word in enumerate(words):
+        if word == "--":
+            return flags, targets + words[i + 1 :]
+        (flags if word.startswith("-") and len(word) > 1 else targets).append(word)
+    return flags, targets
+
+
+def _has_flag(flags: list[str], letters: str, long_name: str) -> bool:
+    """Whether any flag is `--long_name` or a short-flag cluster holding one of `letters`."""
+    return any(f == f"--{long_name}" or (not f.startswith("--") and set(letters) & set(f[1:])) for f in flags)
+
+
+# -- prepare ------------------------------------------------------------------
+
+
+def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return _refusal(args, "Error: bash needs a non-empty 'command' string")
+    clean: dict[str, Any] = {"command": command}
+    timeout = args.get("timeout")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not (
+            isinstance(timeout, int) or (isinstance(timeout, float) and timeout.is_integer())
+        ):
+            return _refusal(args, "Error: 'timeout' must be a whole number of seconds")
+        clean["timeout"] = min(max(int(timeout), MIN_TOOL_TIMEOUT), MAX_TOOL_TIMEOUT)
+    stop_on_error = args.get("stop_on_error", False)
+    if stop_on_error is None:
+        stop_on_error = False
+    if not isinstance(stop_on_error, bool):
+        return _refusal(args, "Error: 'stop_on_error' must be true or false")
+    clean["stop_on_error"] = stop_on_error
+    header = _header(command)
+    pattern = blocked_pattern(command)
+    if pattern:
+        message = f"Blocked: command matches dangerous pattern '{pattern}'"
+        return Preparation(clean, header, command, needs_approval=False, error=message)
+    return Preparation(clean, header, _preview(clean), needs_approval=True)
+
+
+def _refusal(args: dict[str, Any], message: str) -> Preparation:
+    return Preparation(dict(args), "bash", needs_approval=False, error=message)
+
+
+def _header(command: str) -> str:
+    lines = command.strip().splitlines()
+    first = lines[0]
+    if len(first) > HEADER_LIMIT:
+        first = first[:HEADER_LIMIT] + "..."
+    elif len(lines) > 1:
+        first += " ..."
+    return f"$ {first}"
+
+
+def _preview(args: dict[str, Any]) -> str:
+    notes = []
+    if "timeout" in args:
+        notes.append(f"timeout: {args['timeout']} s")
+    if args["stop_on_error"]:
+        notes.append("stop on error")
+    suffix = f"\n({', '.join(notes)})" if notes else ""
+    return args["command"] + suffix
+
+
+# -- execute ------------------------------------------------------------------
+
+
+@dataclass
+class _Capture:
+    """Text kept from one stream: all of it, or its head and tail past `cap`."""
+
+    cap: int
+    head: list[str] = field(default_factory=list)
+    head_size: int = 0
+    tail: deque[str] = field(default_factory=deque)
+    tail_size: int = 0
+    dropped: int = 0
+
+    def add(self, text: str) -> None:
+        room = self.cap // 2 - self.head_size
+        if room > 0:
+            self.head.append(text[:room])
+            self.head_size += min(room, len(text))
+            text = text[room:]
+        if not text:
+            return
+        self.tail.append(text)
+        self.tail_size += len(text)
+        while self.tail_size - len(self.tail[0]) >= self.cap // 2:
+            self.tail_size -= len(self.tail[0])
+            self.dropped += len(self.tail.popleft())
+
+    def text(self) -> str:
+        middle = f"\n[... {self.dropped:,} characters not kept ...]\n" if self.dropped else ""
+        return "".join(self.head) + middle + "".join(self.tail)
+
+
+def _read(stream: BinaryIO, name: str, out: queue.Queue, stop: threading.Event) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for chunk in iter(lambda: stream.readline(READ_CHUNK), b""):
+        if not stop.is_set():  # once the call is over, keep draining but drop it
+            out.put((name, decoder.decode(chunk)))
+    out.put((name, decoder.decode(b"", final=True)))
+    out.put((name, None))
+
+
+@dataclass
+class _Run:
+    proc: subprocess.Popen
+    lines: queue.Queue
+    stdout: _Capture
+    stderr: _Capture
+    secrets: list[str]
+    ctx: ToolContext
+    open_streams: int = 2
+
+    def pump(self, wait: float) -> None:
+        """Take what the readers produced, waiting up to `wait` for the first piece."""
+        try:
+            item = self.lines.get(timeout=wait)
+            while True:
+                self._take(*item)
+                item = self.lines.get_nowait()
+        except queue.Empty:
+            return
+
+    def _take(self, name: str, text: str | None) -> None:
+        if text is None:
+            self.open_streams -= 1
+        elif name == "stderr":
+            self.stderr.add(text)
+        elif text:
+            self.stdout.add(text)
+            self.ctx.emit_output(redact(text, self.secrets))
+
+    def drain(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self.open_streams and time.monotonic() < deadline:
+            self.pump(POLL_SECONDS)
+        self.pump(0)
+
+
+def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    if not os.path.isdir(ctx.working_dir):
+        return ToolOutcome(f"Error: working directory {ctx.working_dir} does not exist", True)
+    timeout = args.get("timeout") or ctx.settings.timeout
+    fd, script = tempfile.mkstemp(prefix="turnstone-bash-", suffix=".sh")
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(_script(args["command"], bool(args.get("stop_on_error"))))
+        return _execute(script, timeout, bool(args.get("stop_on_error")), ctx)
+    finally:
+        os.unlink(script)
+
+
+def _script(command: str, stop_on_error: bool) -> str:
+    return "set -o pipefail\n" + ("set -e\n" if stop_on_error else "") + command + "\n"
+
+
+def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -> ToolOutcome:
+    environ = dict(os.environ)
+    proc = subprocess.Popen(
+        ["bash", script],
+        cwd=ctx.working_dir,
+        env=scrubbed_environment(environ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, killed as one
+    )
+    cap = BUFFER_FACTOR * ctx.settings.truncation
+    run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ), ctx)
+    stop = threading.Event()
+    for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+        threading.Thread(target=_read, args=(stream, name, run.lines, stop), daemon=True).start()
+    try:
+        stopped = _supervise(run, time.monotonic() + timeout)
+    finally:
+        _kill_group(run)
+        stop.set()
+    returncode = proc.wait()
+    return _outcome(run, returncode, stopped, timeout, stop_on_error)
+
+
+def _supervise(run: _Run, deadline: float) -> str | None:
+    """Stream output until bash exits; "timeout" or "cancelled" if it had to be stopped."""
+    while True:
+        run.pump(POLL_SECONDS)
+        if run.ctx.is_cancelled():
+            return "cancelled"
+        if time.monotonic() >= deadline:
+            return "timeout"
+        if _has_exited(run.proc.pid):
+            return None
+
+
+def _has_exited(pid: int) -> bool:
+    # WNOWAIT leaves bash unreaped, so its pid (the group id) cannot be reused
+    # before the group is killed.
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _kill_group(run: _Run) -> None:
+    """Stop everything the script started: SIGTERM, a short grace, then SIGKILL.
+
+    Pipes held open by a process that escaped the group (setsid) are not waited
+    on past `DRAIN_SECONDS`.
+    """
+    _signal_group(run.proc.pid, signal.SIGTERM)
+    run.drain(TERM_GRACE_SECONDS)
+    _signal_group(run.proc.pid, signal.SIGKILL)
+    run.drain(DRAIN_SECONDS)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(pgid, sig)
+
+
+def _outcome(
+    run: _Run, returncode: int, stopped: str | None, timeout: int, stop_on_error: bool
+) -> ToolOutcome:
+    parts = [run.stdout.text().rstrip("\n")]
+    stderr = run.stderr.text().rstrip("\n")
+    if stderr:
+        parts.extend(f"[stderr] {line}" for line in stderr.split("\n"))
+    body = "\n".join(p for p in parts if p) or "(no output)"
+    if stopped == "timeout":
+        note = f"[timed out after {timeout} s and was stopped; {UNKNOWN_OUTCOME}]"
+    elif stopped == "cancelled":
+        note = f"[cancelled and stopped; {UNKNOWN_OUTCOME}]"
+    elif returncode < 0:
+        note = f"[killed by signal {_signal_name(-returncode)}]"
+    elif returncode:
+        note = f"[exit code: {returncode}]"
+    else:
+        note = ""
+    output = redact(f"{body}\n{note}" if note else body, run.secrets)
+    failed = stopped is not None or returncode < 0 or returncode >= 2
+    return ToolOutcome(output, failed or (stop_on_error and returncode != 0))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

@@ -1,0 +1,264 @@
+"""The tool registry: schema files and handler modules, checked against each other.
+
+Built explicitly at start-up with `build_registry()`; nothing registers itself on
+import. It derives the spec's tool sets from the schema files' metadata.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.tools.base import ToolHandler
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+
+INTERACTIVE = "interactive"
+COORDINATOR = "coordinator"
+TASK = "task"
+KINDS = (INTERACTIVE, COORDINATOR, TASK)
+
+SCHEMA_KEYS = frozenset({"name", "description", "parameters"})
+META_KEYS = frozenset(
+    {
+        "task_agent",
+        "coordinator",
+        "interactive",
+        "auto_approve",
+        "primary_key",
+        "kind_variants",
+        "cwd_note",
+        "workspace_note",
+    }
+)
+_BOOL_META = ("task_agent", "coordinator", "interactive", "auto_approve")
+_VARIANT_KEYS = frozenset({"description", "parameters"})
+
+
+class RegistryError(Exception):
+    """The schema files and handlers disagree, or a schema file is malformed."""
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """One tool as its schema file declares it: the model-facing schema plus metadata."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def primary_key(self) -> str:
+        return self.meta["primary_key"]
+
+    @property
+    def is_task_agent(self) -> bool:
+        return bool(self.meta.get("task_agent"))
+
+    @property
+    def is_auto_approve(self) -> bool:
+        return bool(self.meta.get("auto_approve"))
+
+    @property
+    def is_coordinator(self) -> bool:
+        return bool(self.meta.get("coordinator"))
+
+    @property
+    def is_interactive(self) -> bool:
+        """Offered to interactive sessions: everything but coordinator-only tools."""
+        return not self.is_coordinator or bool(self.meta.get("interactive"))
+
+    def is_for_kind(self, kind: str) -> bool:
+        if kind == INTERACTIVE:
+            return self.is_interactive
+        if kind == COORDINATOR:
+            return self.is_coordinator
+        if kind == TASK:
+            return self.is_task_agent
+        raise ValueError(f"unknown session kind {kind!r}; expected one of {', '.join(KINDS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The schema file's form: schema keys and metadata together."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": copy.deepcopy(dict(self.parameters)),
+            **copy.deepcopy(dict(self.meta)),
+        }
+
+    def model_schema(self, kind: str, working_dir: str, workspace_dir: str | None) -> dict:
+        """The OpenAI function schema this kind of session sees; no metadata."""
+        variant = self.meta.get("kind_variants", {}).get(kind, {})
+        description = variant.get("description", self.description)
+        parameters = _overlay_parameters(self.parameters, variant.get("parameters"))
+        notes = [description]
+        if "cwd_note" in self.meta:
+            notes.append(self.meta["cwd_note"].replace("{working_dir}", working_dir))
+        if "workspace_note" in self.meta and workspace_dir is not None:
+            notes.append(self.meta["workspace_note"].replace("{workspace_dir}", workspace_dir))
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": " ".join(notes),
+                "parameters": parameters,
+            },
+        }
+
+
+def _overlay_parameters(base: Mapping[str, Any], overlay: Mapping[str, Any] | None) -> dict:
+    """`base` with `overlay` applied: properties merged one by one (None removes
+    one), any other key replaced."""
+    parameters = copy.deepcopy(dict(base))
+    for key, value in (overlay or {}).items():
+        if key != "properties":
+            parameters[key] = copy.deepcopy(value)
+            continue
+        properties = parameters.setdefault("properties", {})
+        for prop, schema in value.items():
+            if schema is None:
+                properties.pop(prop, None)
+                if prop in parameters.get("required", []):
+                    parameters["required"] = [r for r in parameters["required"] if r != prop]
+            else:
+                properties[prop] = copy.deepcopy(schema)
+    return parameters
+
+
+class Registry:
+    """Every built-in tool definition, the handlers that exist, and the derived sets."""
+
+    def __init__(self, definitions: list[ToolDefinition], handlers: Mapping[str, ToolHandler]):
+        self.tools = definitions
+        self._by_name = {d.name: d for d in definitions}
+        self._handlers = dict(handlers)
+        self.builtin_tool_names = frozenset(self._by_name)
+        self.primary_key_map = {d.name: d.primary_key for d in definitions}
+        self.task_auto_tools = {d.name for d in definitions if d.is_auto_approve}
+        self.task_agent_tools = [d for d in definitions if d.is_task_agent]
+        self.interactive_tools = [d for d in definitions if d.is_interactive]
+        self.coordinator_tools = [d for d in definitions if d.is_coordinator]
+
+    def definition(self, name: str) -> ToolDefinition | None:
+        return self._by_name.get(name)
+
+    def has_handler(self, name: str) -> bool:
+        return name in self._handlers
+
+    def handler(self, name: str) -> ToolHandler:
+        try:
+            return self._handlers[name]
+        except KeyError:
+            raise KeyError(f"no handler for tool {name!r}") from None
+
+    def is_offered(self, name: str, kind: str) -> bool:
+        """Whether a session of this kind is offered the tool (and so may call it)."""
+        definition = self._by_name.get(name)
+        return definition is not None and self.has_handler(name) and definition.is_for_kind(kind)
+
+    def offered_names(self, kind: str) -> list[str]:
+        return [d.name for d in self.tools if self.is_offered(d.name, kind)]
+
+    def model_tools(self, kind: str, working_dir: str, workspace_dir: str | None) -> list[dict]:
+        """The tool list for a model in a session of `kind`: only tools with a handler."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown session kind {kind!r}; expected one of {', '.join(KINDS)}")
+        return [
+            d.model_schema(kind, working_dir, workspace_dir)
+            for d in self.tools
+            if self.is_offered(d.name, kind)
+        ]
+
+
+def default_handlers() -> dict[str, ToolHandler]:
+    from app.tools import bash
+
+    return {"bash": bash}
+
+
+def build_registry(
+    handlers: Mapping[str, ToolHandler] | None = None,
+    schema_dir: Path | None = None,
+) -> Registry:
+    """Load every schema file and pair it with its handler; `RegistryError` on any clash."""
+    handlers = default_handlers() if handlers is None else handlers
+    definitions = load_definitions(SCHEMA_DIR if schema_dir is None else schema_dir)
+    names = {d.name for d in definitions}
+    orphans = sorted(set(handlers) - names)
+    if orphans:
+        raise RegistryError(f"handler(s) with no schema file: {', '.join(orphans)}")
+    for name, handler in handlers.items():
+        if not (callable(getattr(handler, "prepare", None)) and callable(getattr(handler, "execute", None))):
+            raise RegistryError(f"handler for {name!r} lacks prepare() or execute()")
+    return Registry(definitions, handlers)
+
+
+def load_definitions(schema_dir: Path) -> list[ToolDefinition]:
+    paths = sorted(Path(schema_dir).glob("*.json"))
+    if not paths:
+        raise RegistryError(f"{schema_dir}: no tool schema files")
+    loaded = [(path, _read_schema(path)) for path in paths]
+    owners: dict[Any, str] = {}
+    for path, data in loaded:
+        name = data.get("name")
+        if isinstance(name, str) and name in owners:
+            raise RegistryError(f"duplicate tool name {name!r} in {owners[name]} and {path.name}")
+        owners[name] = path.name
+    definitions = []
+    for path, data in loaded:
+        _check_definition(path, data)
+        meta = {k: v for k, v in data.items() if k in META_KEYS}
+        definitions.append(ToolDefinition(data["name"], data["description"], data["parameters"], meta))
+    return definitions
+
+
+def _read_schema(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RegistryError(f"{path.name}: cannot load: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RegistryError(f"{path.name}: a tool schema must be a JSON object")
+    return data
+
+
+def _check_definition(path: Path, data: dict[str, Any]) -> None:
+    where = path.name
+    unknown = sorted(set(data) - SCHEMA_KEYS - META_KEYS)
+    if unknown:
+        raise RegistryError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    name = data.get("name")
+    if name != path.stem:
+        raise RegistryError(f"{where}: name {name!r} does not match the file name")
+    if not isinstance(data.get("description"), str) or not data["description"].strip():
+        raise RegistryError(f"{where}: needs a non-empty 'description'")
+    parameters = data.get("parameters")
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        raise RegistryError(f"{where}: 'parameters' must be a JSON schema of type object")
+    properties = parameters.get("properties", {})
+    if "primary_key" not in data:
+        raise RegistryError(f"{where}: missing 'primary_key'")
+    if data["primary_key"] not in properties:
+        raise RegistryError(f"{where}: primary_key {data['primary_key']!r} is not a parameter")
+    for key in _BOOL_META:
+        if key in data and not isinstance(data[key], bool):
+            raise RegistryError(f"{where}: {key!r} must be true or false")
+    for key, placeholder in (("cwd_note", "{working_dir}"), ("workspace_note", "{workspace_dir}")):
+        if key in data and placeholder not in str(data[key]):
+            raise RegistryError(f"{where}: {key!r} must contain {placeholder}")
+    _check_variants(where, data.get("kind_variants", {}))
+
+
+def _check_variants(where: str, variants: Any) -> None:
+    if not isinstance(variants, dict):
+        raise RegistryError(f"{where}: 'kind_variants' must be an object")
+    for kind, variant in variants.items():
+        if kind not in KINDS:
+            raise RegistryError(f"{where}: kind_variants names unknown kind {kind!r}")
+        if not isinstance(variant, dict) or set(variant) - _VARIANT_KEYS:
+            raise RegistryError(f"{where}: kind_variants[{kind!r}] may hold only description and parameters")

@@ -1,0 +1,1 @@
+"""The web tier: the JSON job API, the websocket relay, health and OpenAPI."""

@@ -1,0 +1,93 @@
+"""The JSON job API under /v1/api: thin routes over app.engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, g, jsonify
+
+from app.engine import conversation, workstreams
+from app.runtime import Runtime
+from app.web import commands
+from app.web.auth import require_token
+from app.web.openapi import OPENAPI
+from app.web.requests import field, json_body
+
+api = Blueprint("api", __name__, url_prefix="/v1/api")
+
+
+def _rt() -> Runtime:
+    return current_app.extensions["runtime"]
+
+
+def _reply(status: int, body: dict[str, Any]) -> Any:
+    return jsonify(body), status
+
+
+@api.post("/workstreams")
+@require_token
+def create_workstream() -> Any:
+    body = json_body()
+    ws = workstreams.create(
+        _rt(),
+        name=field(body, "name", str),
+        model=field(body, "model", str),
+        auto_approve=field(body, "auto_approve", bool, default=False),
+        working_dir=field(body, "working_dir", str),
+    )
+    return _reply(201, workstreams.summary(ws))
+
+
+@api.get("/workstreams")
+@require_token
+def list_workstreams() -> Any:
+    return _reply(200, {"workstreams": workstreams.list_all(_rt())})
+
+
+@api.get("/workstreams/<ws_id>")
+@require_token
+def get_workstream(ws_id: str) -> Any:
+    return _reply(200, workstreams.describe(_rt(), ws_id))
+
+
+@api.post("/workstreams/<ws_id>/send")
+@require_token
+def send(ws_id: str) -> Any:
+    return _reply(*commands.send(_rt(), ws_id, json_body()))
+
+
+@api.post("/workstreams/<ws_id>/approve")
+@require_token
+def approve(ws_id: str) -> Any:
+    return _reply(*commands.approve(_rt(), ws_id, json_body(), by=g.token_name))
+
+
+@api.post("/workstreams/<ws_id>/cancel")
+@require_token
+def cancel(ws_id: str) -> Any:
+    return _reply(*commands.cancel_turn(_rt(), ws_id, by=g.token_name))
+
+
+@api.get("/workstreams/<ws_id>/history")
+@require_token
+def history(ws_id: str) -> Any:
+    rt = _rt()
+    workstreams.get(rt, ws_id)
+    # The cursor is read before the messages: replaying after it may repeat what
+    # the history already holds, but can never miss anything.
+    cursor = rt.events.last_id(ws_id)
+    with rt.db.session() as s:
+        rows = conversation.messages(s, ws_id)
+    return _reply(
+        200, {"ws_id": ws_id, "last_event_id": cursor, "messages": [conversation.as_history(r) for r in rows]}
+    )
+
+
+@api.get("/openapi.json")
+def openapi() -> Any:
+    return jsonify(OPENAPI)
+
+
+@api.errorhandler(404)
+def _not_found(_exc: Exception) -> Any:
+    return _reply(404, {"error": "no such endpoint"})

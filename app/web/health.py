@@ -1,0 +1,51 @@
+"""GET /health: process health, Redis and database reachability, worker count."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import redis
+from flask import Blueprint, current_app, jsonify
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.runtime import Runtime
+
+health = Blueprint("health", __name__)
+
+
+@health.get("/health")
+def check() -> Any:
+    rt: Runtime = current_app.extensions["runtime"]
+    body: dict[str, Any] = {"process": {"pid": os.getpid(), "ok": True}}
+    body["redis"] = _redis_ok(rt)
+    body["database"] = _database_ok(rt)
+    body["workers"] = _workers(rt) if body["redis"]["ok"] else {"ok": False, "count": 0}
+    body["ok"] = body["redis"]["ok"] and body["database"]["ok"]
+    return jsonify(body), 200 if body["ok"] else 503
+
+
+def _redis_ok(rt: Runtime) -> dict[str, Any]:
+    try:
+        rt.redis.ping()
+        return {"ok": True}
+    except redis.RedisError as exc:
+        return {"ok": False, "error": type(exc).__name__}
+
+
+def _database_ok(rt: Runtime) -> dict[str, Any]:
+    try:
+        with rt.db.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return {"ok": True, "dialect": rt.db.engine.dialect.name}
+    except SQLAlchemyError as exc:
+        return {"ok": False, "error": type(exc).__name__}
+
+
+def _workers(rt: Runtime) -> dict[str, Any]:
+    try:
+        count = rt.queue.worker_count()
+    except (redis.RedisError, OSError) as exc:
+        return {"ok": False, "count": 0, "error": type(exc).__name__}
+    return {"ok": count > 0, "count": count}

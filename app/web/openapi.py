@@ -1,0 +1,192 @@
+"""The OpenAPI description of the job API, served at /v1/api/openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    "400": _json(_ref("Error"), "A body field is missing or of the wrong type; `field` names it"),
+    "401": _json(_ref("Error"), "No valid bearer token"),
+    "404": _json(_ref("Error"), "No such workstream"),
+}
+_WS_ID = {"name": "ws_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _op(
+    summary: str,
+    ok: str,
+    schema: dict[str, Any],
+    body: str | None = None,
+    extra: dict[str, Any] | None = None,
+    path: bool = True,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "security": [{"bearer": []}],
+        "responses": {ok: _json(schema, summary), **_ERRORS, **(extra or {})},
+    }
+    if path:
+        op["parameters"] = [_WS_ID]
+    if body:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    return op
+
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "turnstone-jobs job API", "version": "1"},
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                    "error": {"type": "string"},
+                    "field": {"type": "string"},
+                    "pending": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+            "NewWorkstream": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "model": {"type": "string"},
+                    "auto_approve": {"type": "boolean"},
+                    "working_dir": {"type": "string"},
+                },
+            },
+            "Workstream": {
+                "type": "object",
+                "required": ["ws_id", "state"],
+                "properties": {
+                    "ws_id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "model": {"type": ["string", "null"]},
+                    "auto_approve": {"type": "boolean"},
+                    "auto_approve_tools": {"type": "array", "items": {"type": "string"}},
+                    "working_dir": {"type": "string"},
+                    "state": {"enum": ["idle", "thinking", "running", "attention", "error"]},
+                    "active_turn_id": {"type": ["string", "null"]},
+                    "pending_approvals": {"type": "array", "items": _ref("ToolItem")},
+                    "queued_messages": {"type": "integer"},
+                },
+            },
+            "ToolItem": {
+                "type": "object",
+                "properties": {
+                    "call_id": {"type": "string"},
+                    "func_name": {"type": "string"},
+                    "header": {"type": "string"},
+                    "preview": {"type": "string"},
+                    "needs_approval": {"type": "boolean"},
+                    "error": {"type": ["string", "null"]},
+                    "status": {"type": "string"},
+                },
+            },
+            "Send": {
+                "type": "object",
+                "required": ["message"],
+                "properties": {"message": {"type": "string"}},
+            },
+            "Approve": {
+                "type": "object",
+                "required": ["approved"],
+                "properties": {
+                    "approved": {"type": "boolean"},
+                    "feedback": {"type": "string"},
+                    "always": {"type": "boolean"},
+                    "call_id": {"type": "string", "description": "omit to decide every pending call"},
+                },
+            },
+            "Decision": {
+                "type": "object",
+                "properties": {
+                    "decided": {"type": "array", "items": {"type": "string"}},
+                    "pending": {"type": "array", "items": {"type": "string"}},
+                    "resumed": {"type": "boolean"},
+                },
+            },
+            "History": {
+                "type": "object",
+                "properties": {
+                    "ws_id": {"type": "string"},
+                    "last_event_id": {"type": "integer"},
+                    "messages": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+    },
+    "paths": {
+        "/v1/api/workstreams": {
+            "post": _op("Create a workstream", "201", _ref("Workstream"), "NewWorkstream", path=False),
+            "get": _op(
+                "List workstreams",
+                "200",
+                {
+                    "type": "object",
+                    "properties": {"workstreams": {"type": "array", "items": _ref("Workstream")}},
+                },
+                path=False,
+            ),
+        },
+        "/v1/api/workstreams/{ws_id}": {
+            "get": _op("A workstream with its state and pending approvals", "200", _ref("Workstream")),
+        },
+        "/v1/api/workstreams/{ws_id}/send": {
+            "post": _op(
+                "Send a message: opens a turn, or queues it behind the active one",
+                "202",
+                {
+                    "type": "object",
+                    "properties": {"turn_id": {"type": "string"}, "status": {"enum": ["active", "queued"]}},
+                },
+                "Send",
+                {"413": _json(_ref("Error"), "The message is over the size limit")},
+            ),
+        },
+        "/v1/api/workstreams/{ws_id}/approve": {
+            "post": _op(
+                "Approve or deny one pending call (call_id) or all of them",
+                "200",
+                _ref("Decision"),
+                "Approve",
+                {"409": _json(_ref("Error"), "Not pending, or decided otherwise; names the pending calls")},
+            ),
+        },
+        "/v1/api/workstreams/{ws_id}/cancel": {
+            "post": _op(
+                "Cancel the running turn",
+                "202",
+                {"type": "object"},
+                None,
+                {"409": _json(_ref("Error"), "No turn is running")},
+            ),
+        },
+        "/v1/api/workstreams/{ws_id}/history": {
+            "get": _op("The stored conversation", "200", _ref("History")),
+        },
+        "/health": {
+            "get": {
+                "summary": "Process, Redis, database and worker health",
+                "responses": {
+                    "200": {"description": "healthy"},
+                    "503": {"description": "Redis or the database is unreachable"},
+                },
+            }
+        },
+        "/v1/api/openapi.json": {
+            "get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}
+        },
+    },
+}

@@ -1,0 +1,162 @@
+"""The websocket relay: replay after a cursor, then live events; client commands in the other direction."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from typing import Any
+
+from flask import Flask, current_app, request
+from flask_sock import ConnectionClosed, Sock
+
+from app import tokens
+from app.engine import workstreams
+from app.errors import ServiceError
+from app.events import EventType
+from app.runtime import Runtime
+from app.web import commands
+from app.web.auth import presented_token
+from app.web.requests import BadRequestError
+
+log = logging.getLogger(__name__)
+
+sock = Sock()
+
+
+def init_app(app: Flask) -> None:
+    sock.init_app(app)
+
+
+@sock.route("/v1/ws/workstreams/<ws_id>")
+def workstream_socket(ws: Any, ws_id: str) -> None:
+    rt: Runtime = current_app.extensions["runtime"]
+    fanout = current_app.extensions["fanout"]
+    by = tokens.verify(rt, presented_token())
+    if by is None:
+        ws.send(json.dumps({"type": EventType.ERROR, "status": 401, "message": "unauthorized"}))
+        ws.close(reason=1008, message="unauthorized")
+        return
+    try:
+        workstreams.get(rt, ws_id)
+        after = _cursor(request.args.get("after"))
+    except ServiceError as exc:
+        ws.send(json.dumps({"type": EventType.ERROR, "status": exc.status, "message": exc.message}))
+        ws.close(reason=1008, message=exc.message[:100])
+        return
+    ws = _SerialSocket(ws)
+    live = fanout.subscribe(ws_id)
+    stop = threading.Event()
+    sender = threading.Thread(target=_relay, args=(ws, rt, ws_id, after, live, stop), daemon=True)
+    sender.start()
+    try:
+        while not stop.is_set():
+            text = ws.receive(timeout=1)
+            if text is not None:
+                _command(ws, rt, ws_id, by, text)
+    except ConnectionClosed:
+        pass
+    finally:
+        stop.set()
+        live.put({"type": "_stop"})
+        fanout.unsubscribe(ws_id, live)
+        sender.join(timeout=2)
+
+
+class _SerialSocket:
+    """Two threads send on one socket (the relay and command replies): one frame at a time."""
+
+    def __init__(self, ws: Any) -> None:
+        self._ws = ws
+        self._lock = threading.Lock()
+
+    def send(self, text: str) -> None:
+        with self._lock:
+            self._ws.send(text)
+
+    def receive(self, timeout: float | None = None) -> Any:
+        return self._ws.receive(timeout=timeout)
+
+
+def _cursor(value: str | None) -> int:
+    if value in (None, ""):
+        return 0
+    try:
+        cursor = int(value)
+    except ValueError:
+        raise BadRequestError(
+            f"after: expected an event id (integer), got {value!r}", field="after"
+        ) from None
+    if cursor < 0:
+        raise BadRequestError("after: must be 0 or more", field="after")
+    return cursor
+
+
+def _relay(
+    ws: Any, rt: Runtime, ws_id: str, after: int, live: queue.Queue[dict[str, Any]], stop: threading.Event
+) -> None:
+    try:
+        last = _send_replay(ws, rt, ws_id, after)
+        while not stop.is_set():
+            event = live.get()
+            if event["type"] == "_stop":
+                return
+            if event["type"] == "_resync":
+                last = _send_replay(ws, rt, ws_id, last)
+            elif event["id"] > last:  # the replay already sent the older ones
+                ws.send(json.dumps(event))
+                last = event["id"]
+    except ConnectionClosed:
+        stop.set()
+
+
+def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
+    """Send what the log holds after `after`; the id of the last event sent (the new cursor)."""
+    events, truncated = rt.events.replay(ws_id, after)
+    last = after
+    if truncated:
+        ws.send(
+            json.dumps(
+                {
+                    "type": EventType.REPLAY_TRUNCATED,
+                    "id": None,
+                    "ws_id": ws_id,
+                    "turn_id": None,
+                    "after": after,
+                    "oldest": events[0]["id"] if events else None,
+                    "message": "events after your cursor are no longer in the log: re-read the history",
+                }
+            )
+        )
+        last = events[0]["id"] - 1 if events else rt.events.last_id(ws_id)
+    for event in events:
+        if event["id"] > last:
+            ws.send(json.dumps(event))
+            last = event["id"]
+    return last
+
+
+def _command(ws: Any, rt: Runtime, ws_id: str, by: str, text: str) -> None:
+    """A client message: {"type": "send"|"approve"|"cancel", ...}; answered with a `reply`
+    carrying the HTTP status and body the same call would have had."""
+    request_id = None
+    try:
+        body = json.loads(text)
+        if not isinstance(body, dict):
+            raise BadRequestError("message: expected a JSON object", field="body")
+        request_id = body.get("request_id")
+        kind = body.get("type")
+        if kind == "send":
+            status, result = commands.send(rt, ws_id, body)
+        elif kind == "approve":
+            status, result = commands.approve(rt, ws_id, body, by=by)
+        elif kind == "cancel":
+            status, result = commands.cancel_turn(rt, ws_id, by=by)
+        else:
+            raise BadRequestError(f"type: expected 'send', 'approve' or 'cancel', got {kind!r}", field="type")
+    except json.JSONDecodeError:
+        status, result = 400, {"error": "message: not valid JSON", "field": "body"}
+    except ServiceError as exc:
+        status, result = exc.status, {"error": exc.message, **exc.details}
+    ws.send(json.dumps({"type": "reply", "request_id": request_id, "status": status, "body": result}))

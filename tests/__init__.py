@@ -1,0 +1,1 @@
+"""Tests of turnstone-jobs: unit tests need no services, integration tests use the real ones."""

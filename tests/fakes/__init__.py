@@ -1,0 +1,1 @@
+"""Fakes at the outside edge: servers the tests drive in-process and reach over HTTP."""

@@ -1,0 +1,482 @@
+"""A fake model server speaking the OpenAI chat completions and Anthropic Messages
+wire formats over real HTTP (SSE streams included), scripted with `enqueue()`.
+
+Run `python -m tests.fakes.model_server --port N` to serve default replies forever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie"})
+FAKE_MODEL_ID = "fake-model"
+ARGUMENT_PIECES = 3  # tool-call arguments are streamed in this many pieces
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the fake model makes; a `str` argument is sent as is, unchecked."""
+
+    name: str
+    arguments: dict | str = field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: text (in `chunks` if given), reasoning, tool calls, or an error."""
+
+    text: str = ""
+    chunks: list[str] | None = None
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    chunk_delay: float = 0.0
+    status: int | None = None
+    error_message: str = ""
+    retry_after: float | None = None
+    hang_seconds: float = 0.0
+
+    def text_pieces(self) -> list[str]:
+        return list(self.chunks) if self.chunks is not None else _words(self.text)
+
+    def full_text(self) -> str:
+        return "".join(self.text_pieces())
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    body: Any
+    headers: dict[str, str]  # names lower-cased, secrets removed
+    time: float
+
+
+@dataclass
+class _Scripted:
+    reply: Reply
+    match: str | None
+
+
+class FakeModelServer:
+    """Real HTTP on 127.0.0.1 in a daemon thread; the test scripts it in-process."""
+
+    def __init__(self, port: int = 0) -> None:
+        self._port = port
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._changed = threading.Condition()
+        self._queue: list[_Scripted] = []
+        self.history: list[RecordedRequest] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> FakeModelServer:
+        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _Handler)
+        httpd.daemon_threads = True
+        httpd.fake = self  # type: ignore[attr-defined]
+        self._httpd = httpd
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers that hang or sleep between chunks
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "start() the server first"
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"  # the openai SDK appends /chat/completions
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url  # the anthropic SDK appends /v1/messages
+
+    # -- script ------------------------------------------------------------------
+
+    def enqueue(self, reply: Reply, match: str | None = None) -> None:
+        """Serve `reply` next (FIFO); with `match`, only to a request whose messages contain it."""
+        with self._changed:
+            self._queue.append(_Scripted(reply, match))
+
+    def reset(self) -> None:
+        with self._changed:
+            self._queue.clear()
+            self.history.clear()
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.history) >= n, timeout)
+
+    def _record(self, path: str, body: Any, headers: dict[str, str]) -> None:
+        kept = {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
+        with self._changed:
+            self.history.append(RecordedRequest(path, body, kept, time.time()))
+            self._changed.notify_all()
+
+    def _next_reply(self, body: dict) -> Reply:
+        conversation = json.dumps(
+            {"system": body.get("system"), "messages": body.get("messages")}, ensure_ascii=False
+        )
+        with self._changed:
+            for scripted in self._queue:
+                if scripted.match is None or scripted.match in conversation:
+                    self._queue.remove(scripted)
+                    return scripted.reply
+        return Reply(text=f"ok: {_last_user_text(body.get('messages') or [])}")
+
+    def _pause(self, seconds: float) -> bool:
+        """Sleep unless the server stops first; True if it is still running."""
+        return seconds <= 0 or not self._stopping.wait(seconds)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "FakeModelServer/1"
+
+    @property
+    def fake(self) -> FakeModelServer:
+        return self.server.fake  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        return None  # keep test output quiet
+
+    def do_GET(self) -> None:
+        path = _route(self.path)
+        self.fake._record(self.path, None, dict(self.headers))
+        if path != "/models":
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        model = {"id": FAKE_MODEL_ID, "object": "model", "created": 0, "owned_by": "fake"}
+        model |= {"type": "model", "display_name": "Fake model", "created_at": "2024-01-01T00:00:00Z"}
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": [model],
+                "has_more": False,
+                "first_id": FAKE_MODEL_ID,
+                "last_id": FAKE_MODEL_ID,
+            },
+        )
+
+    def do_POST(self) -> None:
+        path = _route(self.path)
+        length = int(self.headers.get("content-length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._send_json(400, {"error": {"message": "body is not JSON"}})
+            return
+        self.fake._record(self.path, body, dict(self.headers))
+        if path not in ("/chat/completions", "/messages"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        wire = "openai" if path == "/chat/completions" else "anthropic"
+        reply = self.fake._next_reply(body)
+        if not self.fake._pause(reply.hang_seconds):
+            return
+        if reply.status is not None:
+            self._send_error(wire, reply)
+        elif body.get("stream"):
+            self._stream(wire, reply, body)
+        else:
+            self._send_json(200, _whole(wire, reply, body))
+
+    def _send_error(self, wire: str, reply: Reply) -> None:
+        status = reply.status or 500
+        message = reply.error_message or f"fake error {status}"
+        body: dict[str, Any]
+        if wire == "openai":
+            body = {"error": {"message": message, "type": "fake_error", "code": status}}
+        else:
+            kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+            body = {"type": "error", "error": {"type": kind, "message": message}}
+        headers = {} if reply.retry_after is None else {"retry-after": f"{reply.retry_after:g}"}
+        self._send_json(status, body, headers)
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, wire: str, reply: Reply, body: dict) -> None:
+        # HTTP/1.0 with no length: the stream ends when the connection closes.
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        frames = _openai_sse(reply, body) if wire == "openai" else _anthropic_sse(reply, body)
+        try:
+            for number, frame in enumerate(frames):
+                if number and not self.fake._pause(reply.chunk_delay):
+                    return
+                self.wfile.write(frame.encode())
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client closed the stream: what a cancelled turn does
+
+
+# -- wire formats ------------------------------------------------------------------
+
+
+def _openai_sse(reply: Reply, body: dict) -> Iterator[str]:
+    base = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", FAKE_MODEL_ID),
+    }
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _data({**base, "choices": [choice]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _words(reply.reasoning):
+        yield chunk({"reasoning_content": piece})
+    for piece in reply.text_pieces():
+        yield chunk({"content": piece})
+    for index, call in enumerate(reply.tool_calls):
+        opening = {
+            "index": index,
+            "id": _call_id(call, "call"),
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        yield chunk({"tool_calls": [opening]})
+        for piece in _split(call.arguments_text(), ARGUMENT_PIECES):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield _data({**base, "choices": [], "usage": _openai_usage(reply, body)})
+    yield "data: [DONE]\n\n"
+
+
+def _anthropic_sse(reply: Reply, body: dict) -> Iterator[str]:
+    usage = _usage(reply, body)
+    message = {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", FAKE_MODEL_ID),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+    }
+    yield _event("message_start", {"type": "message_start", "message": message})
+    blocks = _anthropic_blocks(reply)
+    for index, (block, deltas) in enumerate(blocks):
+        yield _event(
+            "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
+        )
+        for delta in deltas:
+            yield _event(
+                "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+            )
+        yield _event("content_block_stop", {"type": "content_block_stop", "index": index})
+    yield _event(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield _event("message_stop", {"type": "message_stop"})
+
+
+def _anthropic_blocks(reply: Reply) -> list[tuple[dict, list[dict]]]:
+    """Each content block's opening and its deltas, in the order Anthropic sends them."""
+    blocks: list[tuple[dict, list[dict]]] = []
+    if reply.reasoning:
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _words(reply.reasoning)]
+        deltas.append({"type": "signature_delta", "signature": "fake-signature"})
+        blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, deltas))
+    if reply.text_pieces():
+        deltas = [{"type": "text_delta", "text": p} for p in reply.text_pieces()]
+        blocks.append(({"type": "text", "text": ""}, deltas))
+    for call in reply.tool_calls:
+        opening = {"type": "tool_use", "id": _call_id(call, "toolu"), "name": call.name, "input": {}}
+        pieces = _split(call.arguments_text(), ARGUMENT_PIECES)
+        blocks.append((opening, [{"type": "input_json_delta", "partial_json": p} for p in pieces]))
+    return blocks
+
+
+def _whole(wire: str, reply: Reply, body: dict) -> dict:
+    """A non-streamed response in the given wire format."""
+    model = body.get("model", FAKE_MODEL_ID)
+    if wire == "openai":
+        message: dict[str, Any] = {"role": "assistant", "content": reply.full_text() or None}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": _call_id(c, "call"),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_text()},
+                }
+                for c in reply.tool_calls
+            ]
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": _openai_usage(reply, body),
+        }
+    content: list[dict] = []
+    if reply.reasoning:
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake-signature"})
+    if reply.full_text():
+        content.append({"type": "text", "text": reply.full_text()})
+    for call in reply.tool_calls:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        content.append(
+            {"type": "tool_use", "id": _call_id(call, "toolu"), "name": call.name, "input": arguments}
+        )
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": _usage(reply, body),
+    }
+
+
+# -- small pieces ------------------------------------------------------------------
+
+
+def _route(raw_path: str) -> str:
+    """The endpoint, with or without the `/v1` prefix and any query string."""
+    path = raw_path.split("?", 1)[0].rstrip("/")
+    return path[3:] if path.startswith("/v1/") else path
+
+
+def _data(payload: dict) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+def _event(name: str, payload: dict) -> str:
+    return f"event: {name}\ndata: {json.dumps(payload)}\n\n"
+
+
+def _words(text: str) -> list[str]:
+    """`text` as several deltas: each word with the space after it."""
+    return re.findall(r"\s*\S+\s*", text) if text.strip() else ([text] if text else [])
+
+
+def _split(text: str, parts: int) -> list[str]:
+    if not text:
+        return [""]
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _call_id(call: ToolCall, prefix: str) -> str:
+    return call.id or f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def _usage(reply: Reply, body: dict) -> dict[str, int]:
+    prompt = json.dumps(body.get("messages") or [])
+    output = len(reply.text_pieces()) + len(_words(reply.reasoning)) + 4 * len(reply.tool_calls)
+    return {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, output)}
+
+
+def _openai_usage(reply: Reply, body: dict) -> dict[str, int]:
+    usage = _usage(reply, body)
+    return {
+        "prompt_tokens": usage["input_tokens"],
+        "completion_tokens": usage["output_tokens"],
+        "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+    }
+
+
+def _last_user_text(messages: list[dict]) -> str:
+    """The newest user text of either wire format (tool results are skipped)."""
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [p.get("text", "") for p in content or [] if p.get("type") == "text"]
+        if texts:
+            return "".join(texts)
+    return ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve default fake model replies forever.")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    args = parser.parse_args(argv)
+    server = FakeModelServer(port=args.port).start()
+    print(
+        f"fake model server: openai {server.openai_base_url}  anthropic {server.anthropic_base_url}",
+        flush=True,
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

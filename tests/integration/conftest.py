@@ -1,0 +1,81 @@
+"""Fixtures: the fake model server, and the whole service on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.model_server import FakeModelServer
+from tests.integration.client import Api, EventSocket
+from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, postgres_available
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[FakeModelServer]:
+    server = FakeModelServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def services(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
+) -> Iterator[Services]:
+    if request.param == "postgresql" and not postgres_available():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"PostgreSQL is not reachable at {PG_ADMIN_URL}")
+        pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set TEST_PG_ADMIN_URL)")
+    tmp = tmp_path_factory.mktemp(f"service-{request.param}")
+    svc = Services(request.param, tmp, model_server.openai_base_url)
+    try:
+        svc.start()
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture
+def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
+    model_server.reset()
+    yield model_server
+    model_server.reset()
+
+
+@pytest.fixture
+def api(services: Services) -> Api:
+    return Api(services.base_url, API_TOKEN)
+
+
+@pytest.fixture
+def workdir(services: Services, tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def open_socket(services: Services) -> Iterator:  # type: ignore[type-arg]
+    sockets: list[EventSocket] = []
+
+    def _open(ws_id: str, after: int | None = None, token_in: str = "query") -> EventSocket:
+        sock = EventSocket(services.base_url, API_TOKEN, ws_id, after=after, token_in=token_in)
+        sockets.append(sock)
+        return sock
+
+    yield _open
+    for sock in sockets:
+        sock.close()
+
+
+@pytest.fixture(autouse=True)
+def _worker_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that kills the worker gets a fresh one for the tests after it."""
+    yield
+    if "services" in request.fixturenames:
+        svc: Services = request.getfixturevalue("services")
+        if "worker" not in svc.processes:
+            svc.start_worker()

@@ -1,0 +1,206 @@
+"""The real parts an integration test runs against: web (gunicorn), Celery worker, beat.
+
+Each runs as its own process, as in production, against a real Redis database
+number and a real database (a SQLite file, or a PostgreSQL database made for
+the run and dropped after it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+API_TOKEN = "test-token-" + uuid.uuid4().hex[:8]
+MODEL_KEY = "sk-fake-" + uuid.uuid4().hex  # a secret: must never reach tool output
+REDIS_HOST = os.environ.get("TEST_REDIS_HOST", "127.0.0.1")
+REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "6379"))
+PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_DB = {"sqlite": 11, "postgresql": 12}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def postgres_available() -> bool:
+    try:
+        psycopg.connect(PG_ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+class Database:
+    """A database for one test session: SQLite in tmp, or a fresh PostgreSQL database."""
+
+    def __init__(self, backend: str, tmp: Path) -> None:
+        self.backend = backend
+        self.name = f"tj_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        if backend == "sqlite":
+            self.url = f"sqlite:///{tmp / 'service.db'}"
+        else:
+            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{self.name}"')
+            self.url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + self.name
+
+    def drop(self) -> None:
+        if self.backend != "postgresql":
+            return
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+class Services:
+    def __init__(self, backend: str, tmp: Path, model_base_url: str) -> None:
+        self.tmp = tmp
+        self.db = Database(backend, tmp)
+        self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB[backend]}"
+        self.redis = redis.Redis.from_url(self.redis_url)
+        self.redis.flushdb()
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.workdir = tmp / "work"
+        self.workdir.mkdir(exist_ok=True)
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": self.db.url,
+            "REDIS_URL": self.redis_url,
+            "PORT": str(self.port),
+            "TURNSTONE_API_TOKEN": API_TOKEN,
+            "TURNSTONE_MODEL": "openai:fake-model",
+            "OPENAI_BASE_URL": model_base_url,
+            "OPENAI_API_KEY": MODEL_KEY,
+            "TURNSTONE_WORKING_DIR": str(self.workdir),
+            "TURNSTONE_HEARTBEAT_SECONDS": "0.5",
+            "TURNSTONE_STALE_AFTER_SECONDS": "3",
+            "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",
+            "TURNSTONE_MODEL_RETRIES": "1",
+            "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._worker_seq = 0
+
+    # -- processes ----------------------------------------------------------------
+
+    def start(self) -> None:
+        subprocess.run([str(BIN / "turnstone-jobs"), "migrate"], env=self.env, cwd=ROOT, check=True)
+        self.start_web()
+        self.start_worker()
+        self.start_beat()
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.processes[name] = proc
+        return proc
+
+    def start_web(self) -> None:
+        self._spawn(
+            "web",
+            [
+                str(BIN / "gunicorn"),
+                "--worker-class",
+                "gthread",
+                "--workers",
+                "1",
+                "--threads",
+                "32",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "app:create_app()",
+            ],
+        )
+        self._wait(lambda: httpx.get(self.base_url + "/health", timeout=2).status_code in (200, 503), "web")
+
+    def start_worker(self) -> None:
+        self._worker_seq += 1
+        self._spawn(
+            "worker",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "workers",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "8",
+                "--queues",
+                "model_steps,tool_batches",
+                "--hostname",
+                f"w{self._worker_seq}-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+            ],
+        )
+        self._wait(
+            lambda: httpx.get(self.base_url + "/health", timeout=5).json()["workers"]["count"] > 0, "worker"
+        )
+
+    def start_beat(self) -> None:
+        self._spawn(
+            "beat",
+            [
+                str(BIN / "celery"),
+                "-A",
+                "beat",
+                "beat",
+                "--schedule",
+                str(self.tmp / "beat-schedule"),
+                "--loglevel",
+                "INFO",
+            ],
+        )
+
+    def kill(self, name: str) -> None:
+        """SIGKILL, as a crash would: no clean-up runs."""
+        proc = self.processes.pop(name)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.processes.clear()
+        self.redis.flushdb()
+        self.db.drop()
+
+    def _wait(self, ready, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if ready():
+                    return
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                last = exc
+            time.sleep(0.1)
+        logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.tmp.glob("*.log"))
+        raise RuntimeError(f"{what} did not become ready ({last})\n{logs}")

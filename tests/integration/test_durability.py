@@ -1,0 +1,80 @@
+"""A worker killed with SIGKILL at the worst moments: nothing lost, nothing run twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.model_server import Reply, ToolCall
+
+pytestmark = pytest.mark.integration
+
+
+def _consistent(history: list[dict]) -> None:
+    """Every tool call has exactly one result, and results follow their calls."""
+    open_calls: list[str] = []
+    for message in history:
+        if message["role"] == "assistant":
+            assert not open_calls, f"calls without results: {open_calls}"
+            open_calls = [c["id"] for c in message.get("tool_calls") or []]
+        elif message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls
+            open_calls.remove(message["tool_call_id"])
+    assert not open_calls
+
+
+def test_worker_killed_during_the_model_stream(api, model, services, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(chunks=[f"slow{i} " for i in range(40)], chunk_delay=0.1))
+    model.enqueue(Reply(chunks=["the ", "whole ", "answer"]))
+    turn_id = api.send(ws_id, "tell me")
+    sock.wait_type("content")
+    services.kill("worker")
+    services.start_worker()
+    end = sock.wait_turn_end(turn_id, timeout=60)
+    assert end["state"] == "idle"
+    restart = sock.wait_type("stream_end", discard=True)
+    after_restart = [e for e in sock.events if e["id"] > restart["id"] and e["type"] == "content"]
+    assert "".join(e["text"] for e in after_restart) == "the whole answer"
+    history = api.history(ws_id)
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "tell me"),
+        ("assistant", "the whole answer"),
+    ]
+
+
+def test_worker_killed_during_a_bash_call_reports_it_interrupted(api, model, services, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
+    sock = open_socket(ws_id)
+    command = "echo run >> runs; echo started; sleep 4; echo done >> runs"
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": command})]))
+    model.enqueue(Reply(text="I will check what happened"))
+    turn_id = api.send(ws_id, "long one")
+    sock.wait_type("tool_output_chunk")
+    services.kill("worker")
+    services.start_worker()
+    sock.wait_turn_end(turn_id, timeout=60)
+    result = [e for e in sock.of_type("tool_result")][-1]
+    assert result["is_error"] and "outcome is unknown" in result["output"]
+    assert (workdir / "runs").read_text().count("run\n") == 1  # never run twice
+    history = api.history(ws_id)
+    _consistent(history)
+    assert history[-1]["content"] == "I will check what happened"
+
+
+def test_worker_killed_while_parked_for_approval(api, model, services, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo once >> runs"})]))
+    model.enqueue(Reply(text="ran it"))
+    turn_id = api.send(ws_id, "do it once")
+    sock.wait_type("approve_request")
+    services.kill("worker")
+    assert api.workstream(ws_id)["pending_approvals"][0]["func_name"] == "bash"
+    assert api.approve(ws_id, approved=True).status_code == 200  # decided while no worker runs
+    services.start_worker()
+    sock.wait_turn_end(turn_id, timeout=60)
+    assert (workdir / "runs").read_text() == "once\n"
+    history = api.history(ws_id)
+    _consistent(history)
+    assert history[-1]["content"] == "ran it"

@@ -1,0 +1,1 @@
+"""Unit tests: no services, seconds to run."""

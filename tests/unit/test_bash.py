@@ -1,0 +1,287 @@
+"""The bash handler: validation and the blocklist at prepare, real subprocesses at execute."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from app.settings import ToolSettings
+from app.tools import bash
+from app.tools.base import ToolContext
+
+
+def context(tmp_path, **fields):
+    settings = fields.pop("settings", ToolSettings(timeout=20))
+    return ToolContext("ws", str(tmp_path), settings=settings, **fields)
+
+
+def run(tmp_path, command, **args_and_ctx):
+    ctx_fields = {
+        k: args_and_ctx.pop(k) for k in ("is_cancelled", "emit_output", "settings") if k in args_and_ctx
+    }
+    ctx = context(tmp_path, **ctx_fields)
+    prep = bash.prepare({"command": command, **args_and_ctx}, ctx)
+    assert prep.error is None, prep.error
+    return bash.execute(prep.args, ctx)
+
+
+def is_alive(pid):
+    """A zombie counts as gone: nothing is running, only the exit status is left."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+# -- prepare --------------------------------------------------------------------
+
+BLOCKED = [
+    ("rm -rf /", "rm -rf /"),
+    ("rm -rf /*", "rm -rf /*"),
+    ("rm -fr /", "rm -rf /"),
+    ("rm -r -f /", "rm -rf /"),
+    ("rm -Rf --no-preserve-root /", "rm -rf /"),
+    ("sudo rm --recursive --force /", "rm -rf /"),
+    ("cd /tmp && rm -rf / ", "rm -rf /"),
+    ("mkfs.ext4 /dev/sdb1", "mkfs"),
+    ("/sbin/mkfs -t xfs /dev/vdb", "mkfs"),
+    ("shutdown -h now", "shutdown"),
+    ("sudo reboot", "reboot"),
+    ("/sbin/reboot", "reboot"),
+    ("halt", "halt"),
+    ("systemctl poweroff", "poweroff"),
+    ("dd if=/dev/zero of=/dev/sda bs=1M", "of=/dev/<disk>"),
+    ("dd if=img of=/dev/nvme0n1", "of=/dev/<disk>"),
+    ("dd if=img of=/dev/mmcblk0", "of=/dev/<disk>"),
+    ("echo x > /dev/sda", "> /dev/<disk>"),
+    ("cat img >/dev/nvme0n1", "> /dev/<disk>"),
+    ("cat img > /dev/hda", "> /dev/<disk>"),
+    ("cat img > /dev/xvda", "> /dev/<disk>"),
+    (":(){ :|:& };:", ":(){ :|:& };:"),
+    (": () { : | : & } ; :", ":(){ :|:& };:"),
+    ("bomb(){ bomb|bomb& }; bomb", ":(){ :|:& };:"),
+    ("mv / /tmp/old", "mv /"),
+    ("chmod -R 777 /", "chmod -R 777 /"),
+    ("cat /proc/self/environ", "/proc/*/environ"),
+    ("tr '\\0' '\\n' < /proc/1/environ", "/proc/*/environ"),
+]
+
+SAFE = [
+    "rm -rf /tmp/x",
+    "rm -rf ./build",
+    "rm -f /tmp/a.txt",
+    "rm -rf build/ dist/",
+    "ls /",
+    "chmod -r /tmp/file",
+    "chmod -R 755 ./dist",
+    "mv ./a /tmp/b",
+    "dd if=/dev/sda of=disk.img",
+    "echo hi > /dev/null",
+    "cat /proc/cpuinfo",
+    "grep -r halt_on_error .",
+    "cat shutdown.log",
+    "cat /var/log/reboot",
+    "pip install mkfs-docs-tool",
+    "f() { echo hi; }; f",
+]
+
+
+@pytest.mark.parametrize(("command", "pattern"), BLOCKED)
+def test_dangerous_command_is_blocked_without_a_prompt(tmp_path, command, pattern):
+    prep = bash.prepare({"command": command}, context(tmp_path))
+    assert prep.error == f"Blocked: command matches dangerous pattern '{pattern}'"
+    assert prep.needs_approval is False
+
+
+@pytest.mark.parametrize("command", SAFE)
+def test_near_miss_command_is_accepted(tmp_path, command):
+    prep = bash.prepare({"command": command}, context(tmp_path))
+    assert prep.error is None
+    assert prep.needs_approval is True
+
+
+@pytest.mark.parametrize("command", [None, "", "   \n", 42, ["ls"]])
+def test_command_must_be_a_non_empty_string(tmp_path, command):
+    prep = bash.prepare({"command": command}, context(tmp_path))
+    assert prep.error == "Error: bash needs a non-empty 'command' string"
+
+
+@pytest.mark.parametrize(("given", "clamped"), [(0, 1), (-5, 1), (30, 30), (1000, 600), (45.0, 45)])
+def test_timeout_is_clamped(tmp_path, given, clamped):
+    prep = bash.prepare({"command": "ls", "timeout": given}, context(tmp_path))
+    assert prep.args["timeout"] == clamped
+
+
+@pytest.mark.parametrize("timeout", [True, "30", 2.5, [30]])
+def test_timeout_must_be_a_whole_number(tmp_path, timeout):
+    prep = bash.prepare({"command": "ls", "timeout": timeout}, context(tmp_path))
+    assert prep.error == "Error: 'timeout' must be a whole number of seconds"
+
+
+def test_stop_on_error_must_be_a_boolean(tmp_path):
+    prep = bash.prepare({"command": "ls", "stop_on_error": "yes"}, context(tmp_path))
+    assert prep.error == "Error: 'stop_on_error' must be true or false"
+
+
+def test_header_is_the_first_line_and_preview_the_whole_command(tmp_path):
+    prep = bash.prepare({"command": "cd src\nmake test", "timeout": 60}, context(tmp_path))
+    assert prep.header == "$ cd src ..."
+    assert prep.preview == "cd src\nmake test\n(timeout: 60 s)"
+
+
+# -- execute --------------------------------------------------------------------
+
+
+def test_stdout_is_returned(tmp_path):
+    assert run(tmp_path, "echo hello").output == "hello"
+
+
+def test_stdout_streams_before_the_command_ends(tmp_path):
+    seen = []
+    outcome = run(
+        tmp_path, "echo a; sleep 1; echo b", emit_output=lambda line: seen.append((time.monotonic(), line))
+    )
+    finished = time.monotonic()
+    assert [line for _, line in seen] == ["a\n", "b\n"]
+    assert finished - seen[0][0] > 0.7
+    assert outcome.output == "a\nb"
+
+
+def test_stderr_lines_follow_stdout_with_a_prefix(tmp_path):
+    outcome = run(tmp_path, "echo err1 >&2; echo out; echo err2 >&2")
+    assert outcome.output == "out\n[stderr] err1\n[stderr] err2"
+
+
+def test_stderr_is_not_streamed(tmp_path):
+    seen = []
+    run(tmp_path, "echo err >&2", emit_output=seen.append)
+    assert seen == []
+
+
+def test_stderr_redirected_to_stdout_has_no_prefix(tmp_path):
+    assert run(tmp_path, "ls /no/such/path 2>&1").output.startswith("ls: ")
+    assert "[stderr]" not in run(tmp_path, "ls /no/such/path 2>&1").output
+
+
+def test_no_output_says_so(tmp_path):
+    assert run(tmp_path, "true").output == "(no output)"
+
+
+def test_exit_code_1_is_reported_but_not_an_error(tmp_path):
+    outcome = run(tmp_path, "grep nothing /dev/null")
+    assert outcome.output == "(no output)\n[exit code: 1]"
+    assert outcome.is_error is False
+
+
+def test_exit_code_2_or_more_is_an_error(tmp_path):
+    outcome = run(tmp_path, "echo partial; exit 2")
+    assert outcome.output == "partial\n[exit code: 2]"
+    assert outcome.is_error is True
+
+
+def test_a_signal_is_an_error(tmp_path):
+    outcome = run(tmp_path, "kill -KILL $$")
+    assert outcome.output.endswith("[killed by signal SIGKILL]")
+    assert outcome.is_error is True
+
+
+def test_pipefail_reports_a_failure_inside_a_pipeline(tmp_path):
+    assert run(tmp_path, "exit 3 | cat").output.endswith("[exit code: 3]")
+
+
+def test_stop_on_error_stops_at_the_first_failure(tmp_path):
+    outcome = run(tmp_path, "echo one; false; echo two", stop_on_error=True)
+    assert outcome.output == "one\n[exit code: 1]"
+    assert outcome.is_error is True
+
+
+def test_without_stop_on_error_the_script_carries_on(tmp_path):
+    assert run(tmp_path, "false; echo two").output == "two"
+
+
+def test_commands_run_in_the_working_directory(tmp_path):
+    assert run(tmp_path, "pwd").output == str(tmp_path)
+
+
+def test_stdin_is_empty(tmp_path):
+    assert run(tmp_path, "cat; echo done", timeout=5).output == "done"
+
+
+def test_secrets_are_scrubbed_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_API_KEY", "sk-test-0123456789")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:pw12345678@db/app")
+    monkeypatch.setenv("HARMLESS_SETTING", "kept")
+    output = run(tmp_path, "env").output
+    assert "MY_API_KEY" not in output and "DATABASE_URL" not in output
+    assert f"PATH={os.environ['PATH']}" in output
+    assert "HARMLESS_SETTING=kept" in output
+
+
+def test_a_secret_printed_another_way_is_redacted(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_API_KEY", "sk-test-0123456789")
+    seen = []
+    outcome = run(
+        tmp_path, "echo key=sk-test-0123456789; echo sk-test-0123456789 >&2", emit_output=seen.append
+    )
+    assert outcome.output == "key=[redacted]\n[stderr] [redacted]"
+    assert seen == ["key=[redacted]\n"]
+
+
+def test_timeout_kills_the_process_group_with_a_background_child(tmp_path):
+    started = time.monotonic()
+    outcome = run(tmp_path, "sleep 300 & echo $!; echo started; sleep 300", timeout=1)
+    assert time.monotonic() - started < 4
+    child = int(outcome.output.splitlines()[0])
+    assert not is_alive(child)
+    assert "started" in outcome.output
+    assert "[timed out after 1 s and was stopped; its outcome is unknown" in outcome.output
+    assert outcome.is_error is True
+
+
+def test_the_settings_timeout_applies_when_the_call_gives_none(tmp_path):
+    outcome = run(tmp_path, "sleep 30", settings=ToolSettings(timeout=1))
+    assert "[timed out after 1 s" in outcome.output
+
+
+def test_cancel_stops_a_running_command_within_a_second(tmp_path):
+    cancel_at = time.monotonic() + 0.3
+    outcome = run(tmp_path, "echo begun; sleep 30", is_cancelled=lambda: time.monotonic() >= cancel_at)
+    assert time.monotonic() - cancel_at < 1.0
+    assert outcome.output.startswith("begun\n[cancelled and stopped; its outcome is unknown")
+    assert outcome.is_error is True
+
+
+def test_background_children_do_not_outlive_the_call(tmp_path):
+    started = time.monotonic()
+    outcome = run(tmp_path, "sleep 300 & echo $!")
+    assert time.monotonic() - started < 3
+    assert not is_alive(int(outcome.output))
+    assert outcome.is_error is False
+
+
+def test_a_child_that_escapes_the_group_does_not_hang_the_call(tmp_path):
+    started = time.monotonic()
+    outcome = run(tmp_path, "setsid sleep 30 & echo $!")
+    try:
+        assert time.monotonic() - started < 4
+        assert outcome.output.splitlines()[0].isdigit()
+    finally:
+        os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
+
+
+def test_huge_output_is_bounded_in_memory(tmp_path):
+    settings = ToolSettings(timeout=20, truncation=1024)
+    outcome = run(tmp_path, "yes 0123456789 | head -c 5000000; echo; echo END", settings=settings)
+    assert len(outcome.output) < 6 * 1024
+    assert outcome.output.startswith("0123456789\n")
+    assert outcome.output.endswith("END")
+    assert "characters not kept" in outcome.output
+
+
+def test_a_missing_working_directory_is_an_error(tmp_path):
+    ctx = ToolContext("ws", str(tmp_path / "gone"))
+    outcome = bash.execute({"command": "pwd", "stop_on_error": False}, ctx)
+    assert outcome.is_error and "does not exist" in outcome.output

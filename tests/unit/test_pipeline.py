@@ -1,0 +1,175 @@
+"""Phases 1 and 3 of a tool call: prepare_call, execute_call, run_calls, truncation."""
+
+import json
+import logging
+import threading
+import time
+
+from app.settings import ToolSettings
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.pipeline import PreparedCall, execute_call, prepare_call, run_calls
+from app.tools.registry import build_registry
+from app.tools.truncation import truncate
+
+
+class Recorder:
+    """A handler for the `search` schema that records what reaches it."""
+
+    def __init__(self, output="found", prepare_error=None, execute_error=None):
+        self.prepared, self.executed = [], []
+        self.output, self.prepare_error, self.execute_error = output, prepare_error, execute_error
+
+    def prepare(self, args, ctx):
+        if self.prepare_error:
+            raise self.prepare_error
+        self.prepared.append(args)
+        return Preparation(args, f"search {args.get('query')}", needs_approval=False)
+
+    def execute(self, args, ctx):
+        self.executed.append(args)
+        if self.execute_error:
+            raise self.execute_error
+        return ToolOutcome(self.output)
+
+
+def registry_with(handler):
+    from app.tools import bash
+
+    return build_registry({"bash": bash, "search": handler})
+
+
+def context(tmp_path, kind="interactive", truncation=262_144):
+    return ToolContext("ws", str(tmp_path), settings=ToolSettings(truncation=truncation), kind=kind)
+
+
+def test_bare_string_arguments_use_the_primary_key(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", "ls -la", context(tmp_path))
+    assert call.error is None
+    assert call.args["command"] == "ls -la"
+
+
+def test_a_json_string_uses_the_primary_key(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", '"ls -la"', context(tmp_path))
+    assert call.args["command"] == "ls -la"
+
+
+def test_json_object_arguments_are_passed_to_prepare(tmp_path):
+    handler = Recorder()
+    prepare_call(registry_with(handler), "c1", "search", '{"query": "x+"}', context(tmp_path))
+    assert handler.prepared == [{"query": "x+"}]
+
+
+def test_malformed_json_object_is_an_error_item(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", '{"command": "ls', context(tmp_path))
+    assert call.error.startswith("Error: bash: arguments are not valid JSON")
+    assert call.needs_approval is False
+
+
+def test_a_complete_object_followed_by_junk_is_rescued(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", '{"command": "ls"}}', context(tmp_path))
+    assert call.error is None and call.args["command"] == "ls"
+
+
+def test_arguments_that_are_not_an_object_are_an_error_item(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", "[1, 2]", context(tmp_path))
+    assert call.error == "Error: bash: arguments must be a JSON object, not list"
+
+
+def test_empty_arguments_reach_the_handler_as_an_empty_object(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", "", context(tmp_path))
+    assert "non-empty 'command'" in call.error
+
+
+def test_unknown_tool_is_an_error_item_naming_only_offered_tools(tmp_path):
+    call = prepare_call(build_registry(), "c1", "launch_missiles", "{}", context(tmp_path))
+    assert call.error == "Unknown tool: launch_missiles. Available tools: bash"
+    assert call.needs_approval is False
+
+
+def test_a_tool_without_a_handler_is_unknown(tmp_path):
+    call = prepare_call(build_registry(), "c1", "read_file", '{"path": "x"}', context(tmp_path))
+    assert call.error.startswith("Unknown tool: read_file")
+
+
+def test_a_tool_not_offered_to_the_kind_is_unknown(tmp_path):
+    registry = build_registry({"task_agent": Recorder()})
+    call = prepare_call(registry, "c1", "task_agent", "do it", context(tmp_path, kind="task"))
+    assert call.error.startswith("Unknown tool: task_agent")
+
+
+def test_an_exception_in_prepare_becomes_an_error_item(tmp_path, caplog):
+    handler = Recorder(prepare_error=RuntimeError("bad state"))
+    with caplog.at_level(logging.ERROR):
+        call = prepare_call(registry_with(handler), "c1", "search", "x", context(tmp_path))
+    assert call.error == "Error: could not prepare search: bad state"
+    assert "preparing search call c1 failed" in caplog.text
+
+
+def test_prepare_fills_header_preview_and_approval(tmp_path):
+    call = prepare_call(build_registry(), "c7", "bash", '{"command": "pwd"}', context(tmp_path))
+    assert (call.call_id, call.func_name, call.header) == ("c7", "bash", "$ pwd")
+    assert call.preview == "pwd" and call.needs_approval is True
+
+
+def test_prepared_call_survives_a_json_round_trip(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", '{"command": "ls", "timeout": 9}', context(tmp_path))
+    assert PreparedCall.from_dict(json.loads(json.dumps(call.to_dict()))) == call
+
+
+def test_error_items_are_never_executed(tmp_path):
+    handler = Recorder()
+    call = PreparedCall("c1", "search", {"query": "x"}, "h", "", False, "Denied by user")
+    outcome = execute_call(registry_with(handler), call, context(tmp_path))
+    assert outcome == ToolOutcome("Denied by user", is_error=True)
+    assert handler.executed == []
+
+
+def test_an_exception_in_execute_becomes_an_error_result(tmp_path):
+    handler = Recorder(execute_error=OSError("disk on fire"))
+    call = PreparedCall("c1", "search", {"query": "x"})
+    outcome = execute_call(registry_with(handler), call, context(tmp_path))
+    assert outcome == ToolOutcome("Error: disk on fire", is_error=True)
+
+
+def test_long_output_is_truncated_to_the_setting(tmp_path):
+    handler = Recorder(output="a" * 3000 + "b" * 3000)
+    call = PreparedCall("c1", "search", {"query": "x"})
+    outcome = execute_call(registry_with(handler), call, context(tmp_path, truncation=2000))
+    assert outcome.output.startswith("a" * 1000 + "\n")
+    assert outcome.output.endswith("\n" + "b" * 1000)
+    assert "4,000 characters cut" in outcome.output
+
+
+def test_execute_call_runs_bash(tmp_path):
+    registry = build_registry()
+    call = prepare_call(registry, "c1", "bash", "echo hello", context(tmp_path))
+    assert execute_call(registry, call, context(tmp_path)) == ToolOutcome("hello")
+
+
+def test_run_calls_runs_several_in_parallel_in_input_order():
+    def nap(n):
+        time.sleep(0.5)
+        return n
+
+    started = time.monotonic()
+    assert run_calls([1, 2, 3, 4], nap) == [1, 2, 3, 4]
+    assert time.monotonic() - started < 1.2
+
+
+def test_run_calls_runs_one_call_on_the_calling_thread():
+    assert run_calls(["x"], lambda _: threading.get_ident()) == [threading.get_ident()]
+
+
+def test_run_calls_with_no_items_returns_nothing():
+    assert run_calls([], lambda _: 1 / 0) == []
+
+
+def test_truncate_leaves_short_text_alone():
+    assert truncate("short", 10) == "short"
+
+
+def test_truncate_keeps_head_and_tail_and_says_how_much_was_cut():
+    text = truncate("H" * 50 + "M" * 100 + "T" * 50, 100)
+    head, _, tail = text.partition("\n\n[... 100 characters cut")
+    assert head == "H" * 50
+    assert tail.endswith("\n\n" + "T" * 50)

@@ -1,0 +1,360 @@
+"""`stream_reply` through the real openai and anthropic SDKs, against our fake server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from app.providers import (
+    ModelEvent,
+    ModelNotConfiguredError,
+    ModelRequestError,
+    ModelUnavailableError,
+    stream_reply,
+)
+from app.settings import ModelSettings
+from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
+
+PROVIDERS = ["openai", "anthropic"]
+FAST = {"retries": 3, "backoff_seconds": 0.01, "timeout_seconds": 5.0}
+HELLO = [{"role": "user", "content": "hello"}]
+BASH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
+}
+
+
+@pytest.fixture
+def server():
+    with FakeModelServer() as fake:
+        yield fake
+
+
+def model_for(server: FakeModelServer, provider: str, **changes) -> ModelSettings:
+    base_url = server.openai_base_url if provider == "openai" else server.anthropic_base_url
+    return ModelSettings(name="default", provider=provider, model="fake-model", base_url=base_url, **changes)
+
+
+def reply_events(model: ModelSettings, messages=HELLO, tools=(), **options) -> list[ModelEvent]:
+    return list(stream_reply(model, list(messages), list(tools), **{**FAST, **options}))
+
+
+def of_kind(events: list[ModelEvent], kind: str) -> list[ModelEvent]:
+    return [e for e in events if e.kind == kind]
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_plain_text_streams_as_several_content_deltas(server, provider):
+    server.enqueue(Reply(text="The quick brown fox jumps"))
+
+    events = reply_events(model_for(server, provider))
+
+    deltas = [e.text for e in of_kind(events, "content")]
+    assert len(deltas) > 1
+    assert "".join(deltas) == "The quick brown fox jumps"
+    assert events[-1].kind == "finish"
+    assert events[-1].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_finish_reports_token_usage(server, provider):
+    events = reply_events(model_for(server, provider))
+
+    usage = events[-1].usage
+    assert usage["input_tokens"] > 0
+    assert usage["output_tokens"] > 0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tool_call_is_assembled_from_pieces(server, provider):
+    arguments = {"command": "ls -la /tmp && echo done"}
+    server.enqueue(Reply(tool_calls=[ToolCall("bash", arguments, id="call_1")]))
+
+    events = reply_events(model_for(server, provider), tools=[BASH_TOOL])
+
+    [event] = of_kind(events, "tool_call")
+    assert event.tool_call.id == "call_1"
+    assert event.tool_call.name == "bash"
+    assert json.loads(event.tool_call.arguments) == arguments
+    assert events[-1].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_several_tool_calls_keep_their_order(server, provider):
+    calls = [ToolCall("bash", {"command": f"echo {n}"}, id=f"call_{n}") for n in range(3)]
+    server.enqueue(Reply(text="Running three.", tool_calls=calls))
+
+    events = reply_events(model_for(server, provider), tools=[BASH_TOOL])
+
+    requested = [e.tool_call for e in of_kind(events, "tool_call")]
+    assert [c.id for c in requested] == ["call_0", "call_1", "call_2"]
+    assert [json.loads(c.arguments)["command"] for c in requested] == ["echo 0", "echo 1", "echo 2"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_raw_string_arguments_pass_through_unparsed(server, provider):
+    server.enqueue(Reply(tool_calls=[ToolCall("bash", "ls -la", id="call_raw")]))
+
+    events = reply_events(model_for(server, provider), tools=[BASH_TOOL])
+
+    [event] = of_kind(events, "tool_call")
+    assert event.tool_call.arguments == "ls -la"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_reasoning_arrives_as_reasoning_events(server, provider):
+    server.enqueue(Reply(reasoning="First think it over", text="Answer."))
+
+    events = reply_events(model_for(server, provider))
+
+    assert "".join(e.text for e in of_kind(events, "reasoning")) == "First think it over"
+    assert "".join(e.text for e in of_kind(events, "content")) == "Answer."
+    kinds = [e.kind for e in events]
+    assert kinds.index("content") > len(kinds) - 1 - kinds[::-1].index("reasoning")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_retries_after_429_then_succeeds(server, provider):
+    server.enqueue(Reply(status=429, error_message="slow down"))
+    server.enqueue(Reply(text="made it"))
+
+    events = reply_events(model_for(server, provider))
+
+    assert "".join(e.text for e in of_kind(events, "content")) == "made it"
+    assert len(server.history) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_retries_after_500_then_succeeds(server, provider):
+    server.enqueue(Reply(status=500))
+    server.enqueue(Reply(status=503))
+    server.enqueue(Reply(text="made it"))
+
+    events = reply_events(model_for(server, provider))
+
+    assert "".join(e.text for e in of_kind(events, "content")) == "made it"
+    assert len(server.history) == 3
+
+
+def test_retry_waits_as_long_as_retry_after_says(server):
+    server.enqueue(Reply(status=429, retry_after=0.3))
+
+    started = time.monotonic()
+    reply_events(model_for(server, "openai"), backoff_seconds=0.0)
+
+    assert time.monotonic() - started >= 0.3
+    assert len(server.history) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_gives_up_after_the_retries_are_spent(server, provider):
+    for _ in range(3):
+        server.enqueue(Reply(status=503, error_message="overloaded, come back later"))
+    model = model_for(server, provider)
+
+    with pytest.raises(ModelUnavailableError) as caught:
+        reply_events(model, retries=2)
+
+    assert len(server.history) == 3
+    message = str(caught.value)
+    assert server.url in message
+    assert "HTTP 503" in message
+    assert "overloaded, come back later" in message
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_no_retry_on_400(server, provider):
+    server.enqueue(Reply(status=400, error_message="messages: field required"))
+
+    with pytest.raises(ModelRequestError) as caught:
+        reply_events(model_for(server, provider))
+
+    assert len(server.history) == 1
+    assert caught.value.status == 400
+    assert "messages: field required" in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_connection_refused_is_unavailable_quickly(provider):
+    base_url = f"http://127.0.0.1:{unused_port()}"
+    model = ModelSettings(name="default", provider=provider, model="m", base_url=base_url)
+
+    started = time.monotonic()
+    with pytest.raises(ModelUnavailableError) as caught:
+        reply_events(model, retries=1, backoff_seconds=0.01)
+
+    assert time.monotonic() - started < 5
+    assert base_url in str(caught.value)
+    assert "2 attempts" in str(caught.value)
+
+
+def test_timeout_is_unavailable(server):
+    server.enqueue(Reply(hang_seconds=3))
+
+    with pytest.raises(ModelUnavailableError, match="timed out"):
+        reply_events(model_for(server, "openai"), retries=0, timeout_seconds=0.3)
+
+
+@pytest.mark.parametrize(
+    ("provider", "hints"),
+    [
+        ("openai", ["OPENAI_API_KEY", "OPENAI_BASE_URL", "TURNSTONE_MODEL=openai:"]),
+        ("anthropic", ["ANTHROPIC_API_KEY", "TURNSTONE_MODEL=anthropic:"]),
+    ],
+)
+def test_not_configured_says_what_to_set(provider, hints):
+    model = ModelSettings(name="default", provider=provider, model="m")
+
+    with pytest.raises(ModelNotConfiguredError) as caught:
+        stream_reply(model, HELLO, [])
+
+    for hint in hints:
+        assert hint in str(caught.value)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_should_stop_ends_a_slow_stream_early(server, provider):
+    words = [f"word{n} " for n in range(40)]
+    server.enqueue(Reply(chunks=words, chunk_delay=0.05))
+    seen: list[ModelEvent] = []
+
+    started = time.monotonic()
+    for event in stream_reply(
+        model_for(server, provider), HELLO, [], should_stop=lambda: len(seen) >= 2, **FAST
+    ):
+        seen.append(event)
+
+    assert time.monotonic() - started < 40 * 0.05
+    assert 2 <= len(seen) < len(words)
+    assert all(e.kind == "content" for e in seen)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_stream_cut_off_after_it_started_is_not_retried(server, provider):
+    server.enqueue(Reply(chunks=[f"w{n} " for n in range(20)], chunk_delay=0.05))
+    events = stream_reply(model_for(server, provider), HELLO, [], **FAST)
+
+    with pytest.raises(ModelUnavailableError, match="stream interrupted"):
+        for event in events:
+            if event.kind == "content":
+                server.stop()  # the server dies mid-reply
+
+    assert len(server.history) == 1
+
+
+def tool_conversation() -> list[dict]:
+    calls = [
+        {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+        {"id": "call_b", "type": "function", "function": {"name": "bash", "arguments": "not json"}},
+    ]
+    return [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "List files twice."},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_a", "content": "a.txt"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "Error: bad arguments"},
+        {"role": "user", "content": "Thanks."},
+    ]
+
+
+def test_anthropic_request_converts_tool_calls_and_results(server):
+    model = model_for(server, "anthropic", max_tokens=1234)
+
+    reply_events(model, messages=tool_conversation(), tools=[BASH_TOOL])
+
+    body = server.history[0].body
+    assert body["system"] == "You are terse."
+    assert body["max_tokens"] == 1234
+    assert body["tools"] == [
+        {
+            "name": "bash",
+            "description": "Run a shell command.",
+            "input_schema": BASH_TOOL["function"]["parameters"],
+        }
+    ]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "List files twice."}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "call_a", "name": "bash", "input": {"command": "ls"}},
+                {"type": "tool_use", "id": "call_b", "name": "bash", "input": {"raw_arguments": "not json"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_a", "content": "a.txt"},
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "Error: bad arguments"},
+                {"type": "text", "text": "Thanks."},
+            ],
+        },
+    ]
+
+
+def test_openai_request_carries_the_conversation_as_is(server):
+    conversation = tool_conversation()
+
+    reply_events(model_for(server, "openai"), messages=conversation, tools=[BASH_TOOL])
+
+    body = server.history[0].body
+    assert body["messages"] == conversation
+    assert body["tools"] == [BASH_TOOL]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_no_tools_sends_no_tools_key(server, provider):
+    reply_events(model_for(server, provider))
+
+    assert "tools" not in server.history[0].body
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_api_key_never_appears_in_error_messages(server, provider):
+    key = "sk-test-do-not-leak-1234567890"
+    server.enqueue(Reply(status=401, error_message=f"Incorrect API key provided: {key}"))
+    for _ in range(2):
+        server.enqueue(Reply(status=503, error_message=f"overloaded for {key}"))
+    model = model_for(server, provider, api_key=key)
+
+    with pytest.raises(ModelRequestError) as rejected:
+        reply_events(model)
+    with pytest.raises(ModelUnavailableError) as unavailable:
+        reply_events(model, retries=1)
+
+    assert "Incorrect API key" in str(rejected.value)
+    for error in (rejected.value, unavailable.value):
+        assert key not in str(error)
+
+
+def test_default_reply_echoes_the_last_user_message(server):
+    events = reply_events(model_for(server, "anthropic"), messages=tool_conversation())
+
+    assert "".join(e.text for e in of_kind(events, "content")) == "ok: Thanks."
+
+
+def test_scripted_reply_with_match_goes_only_to_its_conversation(server):
+    server.enqueue(Reply(text="for beta"), match="beta")
+    model = model_for(server, "openai")
+
+    alpha = reply_events(model, messages=[{"role": "user", "content": "alpha"}])
+    beta = reply_events(model, messages=[{"role": "user", "content": "beta"}])
+
+    assert "".join(e.text for e in of_kind(alpha, "content")) == "ok: alpha"
+    assert "".join(e.text for e in of_kind(beta, "content")) == "for beta"
+    assert server.wait_for_requests(2, timeout=1)
