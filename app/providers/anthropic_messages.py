@@ -3,6 +3,7 @@ into `ModelEvent`s (the wire format conversion lives in `anthropic_format`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,18 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
     return params
 
 
+@functools.lru_cache(maxsize=32)
+def _client(api_key: str, base_url: str, timeout_seconds: float) -> anthropic.Anthropic:
+    """One client per endpoint, shared by the worker's threads: building one costs ~50 ms
+    (its HTTP client and TLS context), and a shared one keeps connections alive."""
+    return anthropic.Anthropic(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=timeout_seconds,
+        max_retries=0,  # our retry loop decides
+    )
+
+
 def attempt(
     model: ModelSettings,
     messages: list[dict],
@@ -67,14 +80,9 @@ def attempt(
     timeout_seconds: float,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
-    client = anthropic.Anthropic(
-        api_key=api_key_for(model),
-        base_url=model.base_url or ANTHROPIC_DEFAULT_BASE_URL,
-        timeout=timeout_seconds,
-        max_retries=0,  # our retry loop decides
-    )
+    client = _client(api_key_for(model), model.base_url or ANTHROPIC_DEFAULT_BASE_URL, timeout_seconds)
     try:
-        with client, client.messages.create(**request_params(model, messages, tools)) as stream:
+        with client.messages.create(**request_params(model, messages, tools)) as stream:
             yield from _events(stream, should_stop)
     except anthropic.APIStatusError as exc:
         failure = status_failure(exc.status_code, exc.response.headers, exc.body, exc.message)

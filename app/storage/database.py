@@ -34,6 +34,10 @@ def _tune_sqlite(engine: Engine) -> None:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL survives any process crash (a killed worker); only
+        # an OS crash or power cut can lose the last commits. PostgreSQL is the
+        # production store.
+        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()

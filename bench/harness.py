@@ -1,0 +1,49 @@
+"""Shared by the benchmarks: the whole service (as the integration tests run it) and figures."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.fakes.model_server import FakeModelServer
+from tests.integration.client import Api
+from tests.integration.services import API_TOKEN, Services
+
+# Production timing rather than the tests' short one.
+PRODUCTION_TIMING = {
+    "TURNSTONE_HEARTBEAT_SECONDS": "5",
+    "TURNSTONE_STALE_AFTER_SECONDS": "30",
+    "TURNSTONE_SWEEP_INTERVAL_SECONDS": "10",
+}
+
+
+@contextmanager
+def running_service(backend: str = "sqlite") -> Iterator[tuple[Services, Api, FakeModelServer]]:
+    with FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
+        svc = Services(backend, Path(tmp), model.openai_base_url)
+        svc.env.update(PRODUCTION_TIMING)
+        try:
+            svc.start()
+            yield svc, Api(svc.base_url, API_TOKEN), model
+        finally:
+            svc.stop()
+
+
+def ms_summary(label: str, seconds: list[float]) -> str:
+    ms = sorted(s * 1000 for s in seconds)
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return f"{label:<44} median {statistics.median(ms):7.1f} ms   p95 {p95:7.1f} ms   (n={len(ms)})"
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def thread_count(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
