@@ -33,6 +33,14 @@ def services(
         pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set TEST_PG_ADMIN_URL)")
     tmp = tmp_path_factory.mktemp(f"service-{request.param}")
     svc = Services(request.param, tmp, model_server.openai_base_url)
+    # A second model, on the Anthropic wire format, for workstreams that ask for it.
+    config = tmp / "config.toml"
+    config.write_text(
+        f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
+        f'base_url = "{model_server.anthropic_base_url}"\n'
+    )
+    svc.env["TURNSTONE_CONFIG"] = str(config)
+    svc.env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-for-tests"
     try:
         svc.start()
         yield svc

@@ -1,0 +1,53 @@
+"""Both wire formats through the whole service, and the beat-driven approval time-out."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.engine import sweeper
+from app.runtime import Runtime
+from app.settings import Settings, ToolSettings
+from tests.fakes.model_server import Reply, ToolCall
+
+pytestmark = pytest.mark.integration
+
+
+def test_an_anthropic_model_streams_and_calls_tools(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(model="claude", working_dir=str(workdir), auto_approve=True)
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo from-claude"})]))
+    model.enqueue(Reply(chunks=["Claude ", "saw it"]))
+    turn_id = api.send(ws_id, "hello claude")
+    sock.wait_turn_end(turn_id)
+    assert sock.wait_type("tool_result")["output"] == "from-claude"
+    assert "".join(e["text"] for e in sock.of_type("content")) == "Claude saw it"
+    last = model.history[-1]
+    assert last.path.endswith("/messages") and last.body["model"] == "fake-claude"
+    tool_result = last.body["messages"][-1]["content"][0]
+    assert tool_result["type"] == "tool_result" and tool_result["content"] == "from-claude"
+
+
+def test_approval_time_out_denies_with_the_reason(api, model, services, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "touch never"})]))
+    model.enqueue(Reply(text="nobody answered"))
+    turn_id = api.send(ws_id, "wait")
+    sock.wait_type("approve_request")
+    # The sweep beat runs, with a one-second limit instead of the service's "wait for ever".
+    settings = Settings.load(services.env)
+    rt = Runtime.create(settings.with_changes(tools=ToolSettings(approval_timeout_seconds=1)))
+    try:
+        sweeper.time_out_approvals(rt)
+        assert sock.of_type("approval_resolved") == []  # not yet due
+        time.sleep(1.2)
+        sweeper.time_out_approvals(rt)
+    finally:
+        rt.close()
+    resolved = sock.wait_type("approval_resolved")
+    assert resolved["by"] == "timeout" and resolved["how"] == "timeout"
+    sock.wait_turn_end(turn_id)
+    assert sock.wait_type("tool_result")["output"] == "Denied by user: Approval timed out after 1 s"
+    assert not (workdir / "never").exists()

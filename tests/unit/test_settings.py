@@ -1,0 +1,85 @@
+"""Settings: defaults, config.toml, and the environment overriding both."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import DEFAULT_TRUNCATION, Settings, SettingsError
+
+
+def test_defaults_need_no_configuration():
+    s = Settings.from_mapping({}, {})
+    assert s.database_url.startswith("sqlite:///")
+    assert s.redis_url == "redis://127.0.0.1:6379/0"
+    assert s.port == 8080
+    assert s.tools.timeout == 120 and s.tools.truncation == DEFAULT_TRUNCATION == 262_144
+    assert s.tools.approval_timeout_seconds == 0
+    assert s.model().provider == "openai"
+
+
+def test_environment_overrides_database_redis_and_port():
+    env = {"DATABASE_URL": "postgresql://u@h/db", "REDIS_URL": "redis://r:1/2", "PORT": "9000"}
+    s = Settings.from_mapping({"port": 7000}, env)
+    assert (s.database_url, s.redis_url, s.port) == ("postgresql://u@h/db", "redis://r:1/2", 9000)
+
+
+def test_turnstone_model_names_provider_and_model():
+    s = Settings.from_mapping({}, {"TURNSTONE_MODEL": "anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY": "k"})
+    model = s.model()
+    assert (model.provider, model.model, model.api_key) == ("anthropic", "claude-sonnet-4-5", "k")
+
+
+def test_a_local_openai_compatible_server_needs_only_three_variables():
+    env = {"TURNSTONE_MODEL": "openai:qwen", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1", "OPENAI_API_KEY": "x"}
+    model = Settings.from_mapping({}, env).model()
+    assert model.base_url == "http://127.0.0.1:8000/v1" and model.model == "qwen"
+    assert model.supports_vision is False  # local models default to no vision
+
+
+def test_hosted_models_see_images_and_capabilities_override():
+    s = Settings.from_mapping(
+        {"models": {"local": {"provider": "openai", "model": "m", "base_url": "http://x/v1",
+                              "capabilities": {"supports_vision": True}},
+                    "gpt": {"provider": "openai", "model": "gpt-4.1"}}},
+        {},
+    )
+    assert s.model("local").supports_vision is True
+    assert s.model("gpt").supports_vision is True
+
+
+@pytest.mark.parametrize("spec", ["gpt-4.1", "google:gemini", "openai:"])
+def test_a_malformed_turnstone_model_is_a_clear_error(spec):
+    with pytest.raises(SettingsError, match="TURNSTONE_MODEL"):
+        Settings.from_mapping({}, {"TURNSTONE_MODEL": spec})
+
+
+def test_unknown_tools_key_is_refused():
+    with pytest.raises(SettingsError, match="unknown key"):
+        Settings.from_mapping({"tools": {"timeuot": 5}}, {})
+
+
+def test_tool_timeout_outside_range_is_refused():
+    with pytest.raises(SettingsError, match="timeout"):
+        Settings.from_mapping({"tools": {"timeout": 601}}, {})
+
+
+def test_model_entry_needs_a_known_provider_and_a_model():
+    with pytest.raises(SettingsError, match="provider"):
+        Settings.from_mapping({"models": {"x": {"provider": "cohere", "model": "m"}}}, {})
+    with pytest.raises(SettingsError, match="model"):
+        Settings.from_mapping({"models": {"x": {"provider": "openai"}}}, {})
+
+
+def test_config_file_is_read_from_turnstone_config(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('default_model = "claude"\n[models.claude]\nprovider = "anthropic"\nmodel = "c"\n'
+                    "[tools]\ntimeout = 30\n")
+    s = Settings.load({"TURNSTONE_CONFIG": str(path)})
+    assert s.model().name == "claude" and s.tools.timeout == 30
+
+
+def test_a_broken_config_file_says_where(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("[tools\n")
+    with pytest.raises(SettingsError, match="config.toml"):
+        Settings.load({"TURNSTONE_CONFIG": str(path)})
