@@ -38,6 +38,8 @@ def services(
     config.write_text(
         f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
+        # and one with no key anywhere: its turns must end with an error that says what to set
+        '[models.keyless]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "TJ_TEST_UNSET_KEY"\n'
     )
     svc.env["TURNSTONE_CONFIG"] = str(config)
     svc.env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-for-tests"

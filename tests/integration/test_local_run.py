@@ -14,7 +14,7 @@ import pytest
 
 from app.localredis import PrivateRedis, is_reachable, server_binary
 from tests.fakes.model_server import Reply
-from tests.integration.client import Api
+from tests.integration.client import Api, EventSocket
 from tests.integration.services import free_port
 
 pytestmark = pytest.mark.integration
@@ -63,6 +63,9 @@ def test_run_starts_web_worker_and_beat_on_a_private_redis(tmp_path, model_serve
         api.send(ws_id, "local hello")
         api.wait_idle(ws_id, timeout=60)
         assert api.history(ws_id)[-1]["content"] == "served locally"
+        sock = EventSocket(base, "local-run-token", ws_id)  # the token in the query string
+        sock.wait_turn_end()
+        sock.close()
         private = [line for line in (tmp_path / "run.log").read_text().splitlines() if "private one" in line]
         assert private, "the run should say it started a private Redis"
         private_url = private[0].rsplit(" ", 1)[-1]
@@ -73,6 +76,9 @@ def test_run_starts_web_worker_and_beat_on_a_private_redis(tmp_path, model_serve
     assert not is_reachable(private_url)  # stopped with the run
     with pytest.raises(httpx.HTTPError):
         httpx.get(base + "/health", timeout=2)
+    logs = (tmp_path / "run.log").read_text()
+    assert '"GET /v1/api/workstreams/' in logs  # the access log is on...
+    assert "local-run-token" not in logs and "sk-local-run" not in logs  # ...and shows no secret
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen, log: Path) -> dict:

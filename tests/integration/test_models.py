@@ -29,6 +29,17 @@ def test_an_anthropic_model_streams_and_calls_tools(api, model, open_socket, wor
     assert tool_result["type"] == "tool_result" and tool_result["content"] == "from-claude"
 
 
+def test_a_model_without_a_key_ends_the_turn_with_what_to_set(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(model="keyless", working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    turn_id = api.send(ws_id, "anyone?")
+    error = sock.wait_type("error", turn_id=turn_id, timeout=15)
+    assert "ANTHROPIC_API_KEY" in error["message"]
+    assert sock.wait_turn_end(turn_id)["state"] == "error"
+    assert api.workstream(ws_id)["state"] == "error"
+    assert not [r for r in model.history if "anyone?" in str(r.body)]  # nothing was sent
+
+
 def test_approval_time_out_denies_with_the_reason(api, model, services, open_socket, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir))
     sock = open_socket(ws_id)
