@@ -91,9 +91,14 @@ class EventLog:
 
     def replay(self, ws_id: str, after: int) -> tuple[list[dict[str, Any]], bool]:
         """Events with id > after, and whether some of them were already trimmed away."""
-        entries = self.redis.xrange(keys.event_log(ws_id), min=f"{after + 1}-0", max="+")
+        # One transaction: a publish between reading the log and reading the
+        # counter would otherwise look like a trimmed log.
+        with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xrange(keys.event_log(ws_id), min=f"{after + 1}-0", max="+")
+            pipe.get(keys.event_seq(ws_id))
+            entries, seq = pipe.execute()
         events = [json.loads(fields[b"e"]) for _id, fields in entries]
-        last = self.last_id(ws_id)
+        last = int(seq) if seq else 0
         first = events[0]["id"] if events else last + 1
         # A cursor ahead of the log means the log was lost (Redis flushed): the
         # client must re-read history just as when the log was trimmed.

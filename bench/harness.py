@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.fakes.model_server import FakeModelServer

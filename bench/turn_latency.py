@@ -39,8 +39,16 @@ def main() -> None:
         measure(api, sock, ws_id, [Reply(text="warm-up")], model)  # first connections, imports
         plain = [measure(api, sock, ws_id, [Reply(text="hello there")], model) for _ in range(args.turns)]
         bash = [
-            measure(api, sock, ws_id, [Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]),
-                                       Reply(text="it printed hello")], model)
+            measure(
+                api,
+                sock,
+                ws_id,
+                [
+                    Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]),
+                    Reply(text="it printed hello"),
+                ],
+                model,
+            )
             for _ in range(args.turns)
         ]
         sock.close()

@@ -57,11 +57,13 @@ class Fanout:
                 for message in pubsub.listen():
                     if message.get("type") == "pmessage":
                         self._deliver(json.loads(message["data"]))
-            except redis.ConnectionError:
-                log.warning("event fan-out lost Redis; reconnecting")
-                self._ready.clear()
-                self._wake_all_for_resync()
-                threading.Event().wait(0.5)
+            except redis.RedisError as exc:
+                log.warning("event fan-out lost Redis (%s); reconnecting", exc)
+            except Exception:  # this thread feeds every socket of the process: it must not die
+                log.exception("event fan-out failed; restarting it")
+            self._ready.clear()
+            self._wake_all_for_resync()
+            threading.Event().wait(0.5)
 
     def _deliver(self, event: dict[str, Any]) -> None:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -78,6 +79,10 @@ class _SerialSocket:
     def receive(self, timeout: float | None = None) -> Any:
         return self._ws.receive(timeout=timeout)
 
+    def close(self) -> None:
+        with contextlib.suppress(ConnectionClosed, OSError):
+            self._ws.close()
+
 
 def _cursor(value: str | None) -> int:
     if value in (None, ""):
@@ -107,8 +112,13 @@ def _relay(
             elif event["id"] > last:  # the replay already sent the older ones
                 ws.send(json.dumps(event))
                 last = event["id"]
-    except ConnectionClosed:
+    except (ConnectionClosed, OSError):
+        pass
+    except Exception:  # a relay that dies silently would starve its client: log, close, let it reconnect
+        log.exception("websocket relay for %s failed", ws_id)
+    finally:
         stop.set()
+        ws.close()
 
 
 def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:

@@ -89,3 +89,14 @@ def _worker_running(request: pytest.FixtureRequest) -> Iterator[None]:
         svc: Services = request.getfixturevalue("services")
         if "worker" not in svc.processes:
             svc.start_worker()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed integration test shows the tails of the service logs: CI keeps nothing else."""
+    outcome = yield
+    report = outcome.get_result()
+    svc = getattr(item, "funcargs", {}).get("services")
+    if report.failed and svc is not None:
+        for log in sorted(svc.tmp.glob("*.log")):
+            report.sections.append((f"service log {log.name}", log.read_text(errors="replace")[-6000:]))

@@ -86,7 +86,7 @@ class Services:
             "OPENAI_API_KEY": MODEL_KEY,
             "TURNSTONE_WORKING_DIR": str(self.workdir),
             "TURNSTONE_HEARTBEAT_SECONDS": "0.5",
-            "TURNSTONE_STALE_AFTER_SECONDS": "3",
+            "TURNSTONE_STALE_AFTER_SECONDS": "5",
             "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",
             "TURNSTONE_MODEL_RETRIES": "1",
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
@@ -176,6 +176,14 @@ class Services:
         proc = self.processes.pop(name)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+    def restart_web(self) -> None:
+        """Kill the web process group outright (master and workers, as a crash would: every
+        websocket drops) and start a new one on the same port."""
+        proc = self.processes.pop("web")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        self.start_web()
 
     def stop(self) -> None:
         for proc in self.processes.values():

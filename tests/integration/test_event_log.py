@@ -36,7 +36,9 @@ def test_the_live_channel_carries_the_same_events_in_id_order(client):
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe("tj:ws:ws1:events")
     pubsub.get_message(timeout=1)
-    threads = [threading.Thread(target=lambda: [log.publish("ws1", "x") for _ in range(50)]) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: [log.publish("ws1", "x") for _ in range(50)]) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

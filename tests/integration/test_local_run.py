@@ -50,8 +50,14 @@ def test_run_starts_web_worker_and_beat_on_a_private_redis(tmp_path, model_serve
         "OPENAI_API_KEY": "sk-local-run",
     }
     log = open(tmp_path / "run.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([str(BIN / "turnstone-jobs"), "run"], cwd=tmp_path, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "turnstone-jobs"), "run"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         health = _wait_healthy(base, proc, tmp_path / "run.log")

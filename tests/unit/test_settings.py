@@ -24,13 +24,19 @@ def test_environment_overrides_database_redis_and_port():
 
 
 def test_turnstone_model_names_provider_and_model():
-    s = Settings.from_mapping({}, {"TURNSTONE_MODEL": "anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY": "k"})
+    s = Settings.from_mapping(
+        {}, {"TURNSTONE_MODEL": "anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY": "k"}
+    )
     model = s.model()
     assert (model.provider, model.model, model.api_key) == ("anthropic", "claude-sonnet-4-5", "k")
 
 
 def test_a_local_openai_compatible_server_needs_only_three_variables():
-    env = {"TURNSTONE_MODEL": "openai:qwen", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1", "OPENAI_API_KEY": "x"}
+    env = {
+        "TURNSTONE_MODEL": "openai:qwen",
+        "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1",
+        "OPENAI_API_KEY": "x",
+    }
     model = Settings.from_mapping({}, env).model()
     assert model.base_url == "http://127.0.0.1:8000/v1" and model.model == "qwen"
     assert model.supports_vision is False  # local models default to no vision
@@ -38,9 +44,17 @@ def test_a_local_openai_compatible_server_needs_only_three_variables():
 
 def test_hosted_models_see_images_and_capabilities_override():
     s = Settings.from_mapping(
-        {"models": {"local": {"provider": "openai", "model": "m", "base_url": "http://x/v1",
-                              "capabilities": {"supports_vision": True}},
-                    "gpt": {"provider": "openai", "model": "gpt-4.1"}}},
+        {
+            "models": {
+                "local": {
+                    "provider": "openai",
+                    "model": "m",
+                    "base_url": "http://x/v1",
+                    "capabilities": {"supports_vision": True},
+                },
+                "gpt": {"provider": "openai", "model": "gpt-4.1"},
+            }
+        },
         {},
     )
     assert s.model("local").supports_vision is True
@@ -72,8 +86,10 @@ def test_model_entry_needs_a_known_provider_and_a_model():
 
 def test_config_file_is_read_from_turnstone_config(tmp_path):
     path = tmp_path / "config.toml"
-    path.write_text('default_model = "claude"\n[models.claude]\nprovider = "anthropic"\nmodel = "c"\n'
-                    "[tools]\ntimeout = 30\n")
+    path.write_text(
+        'default_model = "claude"\n[models.claude]\nprovider = "anthropic"\nmodel = "c"\n'
+        "[tools]\ntimeout = 30\n"
+    )
     s = Settings.load({"TURNSTONE_CONFIG": str(path)})
     assert s.model().name == "claude" and s.tools.timeout == 30
 
