@@ -176,9 +176,10 @@ class Registry:
 
 
 def default_handlers() -> dict[str, ToolHandler]:
-    from app.tools import bash
+    from app.tools import bash, diff_file, edit_file, read_file, search, write_file
 
-    return {"bash": bash}
+    modules = (bash, read_file, write_file, edit_file, diff_file, search)
+    return {module.__name__.rpartition(".")[2]: module for module in modules}
 
 
 def build_registry(

@@ -130,7 +130,14 @@ def test_tools_keep_their_metadata():
 
 
 def test_only_tools_with_a_handler_are_offered():
-    assert offered(build_registry(), "interactive") == ["bash"]
+    assert offered(build_registry(), "interactive") == [
+        "bash",
+        "diff_file",
+        "edit_file",
+        "read_file",
+        "search",
+        "write_file",
+    ]
 
 
 def test_task_kind_offers_task_agent_tools_only():
@@ -151,18 +158,18 @@ def test_model_tools_strip_metadata():
 
 
 def test_cwd_note_is_appended_with_the_working_dir():
-    (tool,) = build_registry().model_tools("interactive", "/srv/project", None)
+    (tool,) = build_registry(handlers_for("bash")).model_tools("interactive", "/srv/project", None)
     assert tool["function"]["description"].endswith("working directory, /srv/project.")
     assert "{working_dir}" not in tool["function"]["description"]
 
 
 def test_workspace_note_names_the_workspace_dir():
-    (tool,) = build_registry().model_tools("interactive", "/work", "/srv/shared")
+    (tool,) = build_registry(handlers_for("bash")).model_tools("interactive", "/work", "/srv/shared")
     assert "/srv/shared" in tool["function"]["description"]
 
 
 def test_workspace_note_is_dropped_when_there_is_no_workspace():
-    (tool,) = build_registry().model_tools("interactive", "/work", None)
+    (tool,) = build_registry(handlers_for("bash")).model_tools("interactive", "/work", None)
     assert "workspace" not in tool["function"]["description"]
 
 
@@ -183,10 +190,10 @@ def test_unknown_kind_is_refused():
 
 def test_handler_lookup():
     registry = build_registry()
-    assert registry.has_handler("bash") and not registry.has_handler("read_file")
+    assert registry.has_handler("bash") and not registry.has_handler("web_fetch")
     assert callable(registry.handler("bash").execute)
     with pytest.raises(KeyError):
-        registry.handler("read_file")
+        registry.handler("web_fetch")
 
 
 def test_a_handler_without_a_schema_is_refused():

@@ -1,0 +1,127 @@
+"""The edit_file tool: exact-text replacements, one, all, or an atomic batch.
+
+Validated at prepare (so the person approving sees the diff that will be made)
+and again at execute against the file as it is then: if it changed so that an
+edit no longer applies, nothing is written. The file is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.tools import replacements
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.diffs import unified_diff
+from app.tools.files import FileToolError, has_read, load_text, path_argument, resolve, save_text
+from app.tools.replacements import Edit, ReplacementError
+
+TOOL = "edit_file"
+EDIT_KEYS = frozenset({"old_string", "new_string", "near_line"})
+
+
+def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
+    try:
+        path, edits, every, batch = _parse(args)
+        resolved = resolve(path, ctx)
+        if not has_read(ctx, resolved):
+            return _refusal(args, f"Error: must read_file {path} before editing it")
+        text = load_text(resolved, path)
+        new_text, summary = _edited(text, edits, every, batch, path)
+    except (FileToolError, ReplacementError) as exc:
+        return _refusal(args, str(exc))
+    preview = summary + "\n" + unified_diff(text, new_text, path, path, limit=ctx.settings.truncation)
+    return Preparation(dict(args), f"{TOOL} {path}", preview, needs_approval=True)
+
+
+def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    path, edits, every, batch = _parse(args)
+    resolved = resolve(path, ctx)
+    try:
+        text = load_text(resolved, path)
+    except FileToolError as exc:
+        return ToolOutcome(f"{exc} (it was there when this edit was prepared)", is_error=True)
+    try:
+        new_text, summary = _edited(text, edits, every, batch, path)
+    except ReplacementError as exc:
+        reason = str(exc).removeprefix("Error: ")
+        return ToolOutcome(
+            f"Error: {path} changed after this edit was prepared, and the edit no longer applies "
+            f"({reason}). The file was left unchanged: read it again, then redo the edit.",
+            is_error=True,
+        )
+    save_text(resolved, new_text)
+    return ToolOutcome(f"Edited {path}: {summary}")
+
+
+def _edited(text: str, edits: list[Edit], every: bool, batch: bool, path: str) -> tuple[str, str]:
+    """The new text and a one-line summary of the change."""
+    if every:
+        new_text, count = replacements.replace_all(text, edits[0].old, edits[0].new, path)
+        return new_text, f"replaced all {count} occurrence{'s' if count != 1 else ''} of old_string."
+    spans = replacements.plan(text, edits, path, batch)
+    at = ", ".join(str(s.line) for s in spans)
+    if not batch:
+        return replacements.apply(text, spans), f"replaced 1 occurrence at line {at}."
+    plural = "s" * (len(spans) != 1)
+    return replacements.apply(text, spans), f"applied {len(spans)} edit{plural} (at line{plural} {at})."
+
+
+def _parse(args: dict[str, Any]) -> tuple[str, list[Edit], bool, bool]:
+    """The path, the edits, whether to replace every occurrence, and whether the edits
+    came as a batch; `FileToolError` if the arguments are invalid."""
+    path = path_argument(args, "path", TOOL)
+    assert path is not None
+    every = args.get("replace_all") or False
+    if not isinstance(every, bool):
+        raise FileToolError("Error: 'replace_all' must be true or false")
+    batch = args.get("edits")
+    single = any(args.get(key) is not None for key in ("old_string", "new_string", "near_line"))
+    if batch is not None and single:
+        raise FileToolError(
+            "Error: give either old_string/new_string (one edit) or edits (several), not both"
+        )
+    if batch is not None:
+        if every:
+            raise FileToolError("Error: replace_all cannot be combined with edits")
+        return path, _batch(batch), False, True
+    if not single:
+        raise FileToolError("Error: edit_file needs old_string and new_string, or an edits list")
+    edit = _edit(args, "")
+    if every and edit.near_line is not None:
+        raise FileToolError("Error: replace_all cannot be combined with near_line")
+    return path, [edit], every, False
+
+
+def _batch(batch: Any) -> list[Edit]:
+    if not isinstance(batch, list) or not batch:
+        raise FileToolError("Error: 'edits' must be a non-empty list of {old_string, new_string} objects")
+    edits = []
+    for n, entry in enumerate(batch):
+        where = f"edit {n + 1}: "
+        if not isinstance(entry, dict):
+            raise FileToolError(f"Error: {where}each edit must be an object with old_string and new_string")
+        unknown = sorted(set(entry) - EDIT_KEYS)
+        if unknown:
+            raise FileToolError(
+                f"Error: {where}unknown key(s) {', '.join(unknown)}; an edit takes "
+                "old_string, new_string and near_line"
+            )
+        edits.append(_edit(entry, where))
+    return edits
+
+
+def _edit(fields: dict[str, Any], where: str) -> Edit:
+    old, new, near = fields.get("old_string"), fields.get("new_string"), fields.get("near_line")
+    if not isinstance(old, str) or not old:
+        raise FileToolError(f"Error: {where}'old_string' must be a non-empty string")
+    if not isinstance(new, str):
+        raise FileToolError(f"Error: {where}'new_string' must be a string (empty to delete the text)")
+    if old == new:
+        raise FileToolError(f"Error: {where}old_string and new_string are identical, so nothing would change")
+    if near is not None and (isinstance(near, bool) or not isinstance(near, int) or near < 1):
+        raise FileToolError(f"Error: {where}'near_line' must be a line number, 1 or more")
+    return Edit(old, new, near)
+
+
+def _refusal(args: dict[str, Any], message: str) -> Preparation:
+    return Preparation(dict(args), TOOL, needs_approval=False, error=message)

@@ -1,0 +1,91 @@
+"""The write_file tool: write a whole file (or append to one), creating parent folders.
+
+The approval preview shows what will change, and warns when an existing file
+that was never read in this workstream is about to be replaced unseen.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.diffs import unified_diff
+from app.tools.files import (
+    ENCODING,
+    ROUND_TRIP,
+    FileToolError,
+    has_read,
+    is_binary,
+    mark_read,
+    path_argument,
+    resolve,
+    save_text,
+)
+from app.tools.truncation import truncate
+
+TOOL = "write_file"
+MODES = ("overwrite", "append")
+
+
+def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
+    try:
+        path = path_argument(args, "path", TOOL)
+        assert path is not None
+        content = args.get("content")
+        if not isinstance(content, str):
+            raise FileToolError("Error: write_file needs a 'content' string (it may be empty)")
+        mode = args.get("mode") or "overwrite"
+        if mode not in MODES:
+            raise FileToolError(f"Error: 'mode' must be 'overwrite' or 'append', not {mode!r}")
+        resolved = resolve(path, ctx)
+        if os.path.isdir(resolved):
+            raise FileToolError(f"Error: {path} is a directory, not a file")
+    except FileToolError as exc:
+        return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
+    clean = {"path": path, "content": content, "mode": mode}
+    preview = truncate(_preview(path, resolved, content, mode, ctx), ctx.settings.truncation)
+    return Preparation(clean, f"{TOOL} {path} ({mode})", preview, needs_approval=True)
+
+
+def _preview(path: str, resolved: str, content: str, mode: str, ctx: ToolContext) -> str:
+    if not os.path.exists(resolved):
+        return f"Creates {path} ({_size(content)}):\n{content}"
+    if mode == "append":
+        return f"Appends {_size(content)} to the end of {path}:\n{content}"
+    with open(resolved, "rb") as file:
+        data = file.read()
+    warning = ""
+    if not has_read(ctx, resolved):
+        warning = (
+            f"WARNING: {path} already exists and has not been read in this workstream; "
+            "its current content will be replaced unseen.\n"
+        )
+    if is_binary(data):
+        return f"{warning}Replaces a binary file of {len(data):,} bytes with {_size(content)}:\n{content}"
+    diff = unified_diff(data.decode(ENCODING, ROUND_TRIP), content, path, path, limit=ctx.settings.truncation)
+    return f"{warning}Replaces {path} ({_size(content)}):\n" + (diff or "(no change to its content)")
+
+
+def _size(content: str) -> str:
+    lines = content.count("\n") + (not content.endswith("\n") and content != "")
+    return f"{lines:,} line{'s' * (lines != 1)}, {len(content.encode(ENCODING, ROUND_TRIP)):,} bytes"
+
+
+def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    path, content, mode = args["path"], args["content"], args.get("mode", "overwrite")
+    resolved = resolve(path, ctx)
+    if os.path.isdir(resolved):
+        return ToolOutcome(f"Error: {path} is a directory, not a file", is_error=True)
+    existed = os.path.exists(resolved)
+    data = content.encode(ENCODING, ROUND_TRIP)
+    if mode == "append":
+        os.makedirs(os.path.dirname(resolved), exist_ok=True)
+        with open(resolved, "ab") as file:
+            file.write(data)
+        message = f"Appended {len(data):,} bytes to {path}"
+    else:
+        save_text(resolved, content)
+        message = f"Wrote {len(data):,} bytes to {path}" + ("" if existed else " (new file)")
+    mark_read(ctx, resolved)
+    return ToolOutcome(message)
