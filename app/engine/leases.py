@@ -51,6 +51,21 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Fence | None:
     return fence
 
 
+def beat(s: Session, fence: Fence) -> bool:
+    """Refresh the claim's heartbeat; False once it is gone (superseded, or released by the
+    phase's end: a beat after that must not look like a live claim to the next phase's task)."""
+    result = s.exec(  # type: ignore[call-overload]
+        update(Turn)
+        .where(
+            Turn.id == fence.turn_id,
+            Turn.attempt == fence.attempt,
+            Turn.heartbeat_at.is_not(None),  # type: ignore[union-attr]
+        )
+        .values(heartbeat_at=utcnow())
+    )
+    return bool(result.rowcount == 1)
+
+
 def check(s: Session, fence: Fence) -> Turn:
     """Inside a write transaction: the turn, locked, or StaleAttemptError."""
     result = s.exec(  # type: ignore[call-overload]
@@ -93,9 +108,9 @@ class Heartbeat:
         while not self._stop.wait(self._rt.settings.heartbeat_seconds):
             try:
                 with self._rt.db.session() as s:
-                    check(s, self._fence)
-            except StaleAttemptError:
-                self.superseded = True
-                return
+                    alive = beat(s, self._fence)
+                if not alive:
+                    self.superseded = True
+                    return
             except DBAPIError:  # the database blinked: the next tick tries again
                 continue
