@@ -27,13 +27,25 @@ MODEL_KEY = "sk-fake-" + uuid.uuid4().hex  # a secret: must never reach tool out
 REDIS_HOST = os.environ.get("TEST_REDIS_HOST", "127.0.0.1")
 REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "6379"))
 PG_ADMIN_URL = os.environ.get("TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_DB = {"sqlite": 11, "postgresql": 12}
+TEST_REDIS_DBS = range(8, 16)  # one per running service; 0-7 are left to everything else
+REDIS_LEASE_KEY = "tj:test:lease"
+REDIS_LEASE_SECONDS = 2 * 3600  # longer than a CI run; a crashed run frees its database by then
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def lease_redis_db() -> int:
+    """A Redis database no other test run is using: two runs sharing one would share queues,
+    and each one's worker would take the other's tasks."""
+    for db in TEST_REDIS_DBS:
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db)
+        if client.set(REDIS_LEASE_KEY, os.getpid(), nx=True, ex=REDIS_LEASE_SECONDS):
+            return db
+    raise RuntimeError(f"every test Redis database ({TEST_REDIS_DBS}) is leased by another run")
 
 
 def postgres_available() -> bool:
@@ -68,9 +80,9 @@ class Services:
     def __init__(self, backend: str, tmp: Path, model_base_url: str) -> None:
         self.tmp = tmp
         self.db = Database(backend, tmp)
-        self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB[backend]}"
+        self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}"
         self.redis = redis.Redis.from_url(self.redis_url)
-        self.redis.flushdb()
+        self._clear_redis()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.workdir = tmp / "work"
@@ -94,6 +106,11 @@ class Services:
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._worker_seq = 0
+
+    def _clear_redis(self) -> None:
+        """Flush what a crashed earlier run left, keeping this run's lease."""
+        self.redis.flushdb()
+        self.redis.set(REDIS_LEASE_KEY, os.getpid(), ex=REDIS_LEASE_SECONDS)
 
     # -- processes ----------------------------------------------------------------
 
@@ -197,7 +214,7 @@ class Services:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         self.processes.clear()
-        self.redis.flushdb()
+        self.redis.flushdb()  # the lease goes with it
         self.db.drop()
 
     def _wait(self, ready, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]

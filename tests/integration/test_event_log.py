@@ -1,4 +1,4 @@
-"""The replay log and fencing against a real Redis (database 13, flushed around each test)."""
+"""The replay log and fencing against a real Redis (a leased test database, flushed after each test)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ import pytest
 import redis
 
 from app.events import EventLog, Fence
-from tests.integration.services import REDIS_HOST, REDIS_PORT
+from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def client():
-    r = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=13)
-    r.flushdb()
+    r = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=lease_redis_db())
     yield r
-    r.flushdb()
+    r.flushdb()  # the lease goes with it
 
 
 def test_ids_increase_per_workstream_and_replay_returns_what_follows(client):
