@@ -19,6 +19,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.runtime import Runtime
     from app.web import websocket
     from app.web.api import api
+    from app.web.client import client
     from app.web.fanout import Fanout
     from app.web.health import health
 
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.extensions["fanout"] = Fanout(rt.redis)
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(health)
+    flask_app.register_blueprint(client)
     websocket.init_app(flask_app)
     _register_errors(flask_app)
     return flask_app

@@ -1,0 +1,45 @@
+// The HTTP job API with the session's Bearer token; the token lives in sessionStorage only.
+
+const TOKEN_KEY = "turnstone.token";
+
+export class UnauthorizedError extends Error {}
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+async function call(method, path, body) {
+  const headers = { Authorization: `Bearer ${token.get() || ""}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(`/v1/api${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await response.json().catch(() => null);
+  if (response.status === 401) throw new UnauthorizedError("unauthorized");
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+const ws = (id) => `/workstreams/${encodeURIComponent(id)}`;
+
+export const api = {
+  list: () => call("GET", "/workstreams").then((d) => d.workstreams),
+  create: (body) => call("POST", "/workstreams", body),
+  describe: (id) => call("GET", ws(id)),
+  history: (id) => call("GET", `${ws(id)}/history`),
+  send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
+  approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
+  cancel: (id) => call("POST", `${ws(id)}/cancel`),
+};

@@ -1,0 +1,241 @@
+// The conversation of one workstream, built from the history API and from events.
+//
+// Every event handler is either idempotent or guarded by what the page already shows, so a
+// replay that overlaps the history (or repeats itself) never doubles anything:
+//   - events with an id at or below `lastId` are dropped (ids increase per workstream);
+//   - `message` / `turn_queued` of a turn that already shows its user message are dropped;
+//   - `content` / `reasoning` / `stream_end` of a step whose assistant message came from the
+//     history are dropped (the n-th assistant message of a turn is its step n);
+//   - cards are keyed by call_id; `tool_result` replaces the output, chunks after it are dropped.
+
+import { ToolCard, describeStoredCall } from "./cards.js";
+import { h, throttled } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+
+export class Transcript {
+  constructor(root, { onDecide, onState, onTruncated }) {
+    Object.assign(this, { root, onDecide, onState, onTruncated });
+    this.reset();
+  }
+
+  reset() {
+    this.lastId = 0;
+    this.stateEvents = 0;
+    this.turns = new Map();
+    this.cards = new Map();
+    this.root.replaceChildren();
+  }
+
+  // -- history ---------------------------------------------------------------------------
+
+  loadHistory(messages) {
+    for (const m of messages) {
+      const turn = this.turn(m.turn_id);
+      if (m.role === "user") this.storedUser(turn, m.content || "");
+      else if (m.role === "assistant") this.storedAssistant(turn, m);
+      else if (m.role === "tool") this.card(turn, turn.lastStep, m.tool_call_id).result(m.content, m.is_error);
+    }
+  }
+
+  storedUser(turn, text) {
+    if (!turn.hasUser) return this.setUser(turn, text);
+    // A later user message in the same turn is approval feedback, stored after the results.
+    turn.el.append(h("div", { class: "msg msg-user msg-feedback" }, h("div", { class: "bubble" }, text)));
+  }
+
+  storedAssistant(turn, m) {
+    const step = this.step(turn, turn.storedSteps);
+    turn.storedSteps += 1;
+    step.stored = true;
+    step.text = m.content || "";
+    step.streaming = false;
+    this.paintStep(step);
+    for (const call of m.tool_calls || []) this.card(turn, step.n, call.id).describe(describeStoredCall(call));
+  }
+
+  // Pending approvals from the workstream API: the approve_request may be older than the replay.
+  loadPending(describe) {
+    if (!describe.turn) return;
+    const turn = this.turn(describe.turn.turn_id);
+    for (const item of describe.pending_approvals || []) {
+      this.card(turn, describe.turn.step, item.call_id).merge(item);
+    }
+  }
+
+  // -- events ----------------------------------------------------------------------------
+
+  apply(e) {
+    if (e.type === "replay_truncated") return this.onTruncated(e);
+    if (typeof e.id === "number") {
+      if (e.id <= this.lastId) return;
+      this.lastId = e.id;
+    }
+    const handler = HANDLERS[e.type];
+    if (handler) handler.call(this, e);
+  }
+
+  // -- the model -------------------------------------------------------------------------
+
+  turn(turnId) {
+    const key = turnId || "-";
+    let turn = this.turns.get(key);
+    if (!turn) {
+      const el = h("article", { class: "turn", "data-turn-id": key });
+      turn = { id: key, el, hasUser: false, steps: new Map(), storedSteps: 0, lastStep: 0, userEl: null };
+      this.turns.set(key, turn);
+      this.root.append(el);
+    }
+    return turn;
+  }
+
+  setUser(turn, text, queued = false) {
+    turn.hasUser = !queued;
+    const bubble = h("div", { class: "bubble" }, text);
+    const el = h("div", { class: `msg msg-user${queued ? " is-queued" : ""}` }, bubble);
+    if (queued) el.append(h("span", { class: "queued-tag" }, "queued"));
+    if (turn.userEl) turn.userEl.replaceWith(el);
+    else turn.el.prepend(el);
+    turn.userEl = el;
+  }
+
+  step(turn, n) {
+    let step = turn.steps.get(n);
+    if (!step) {
+      const reasoningText = h("div", { class: "reasoning-text" });
+      const reasoning = h("details", { class: "reasoning", hidden: true }, h("summary", {}, "Reasoning"), reasoningText);
+      const md = h("div", { class: "md" });
+      const answer = h("div", { class: "msg msg-assistant", hidden: true }, md);
+      const cards = h("div", { class: "cards" });
+      const el = h("section", { class: "step", "data-step": String(n) }, reasoning, answer, cards);
+      step = { n, el, reasoning, reasoningText, answer, md, cards, text: "", thinking: "", stored: false, streaming: true };
+      step.paint = throttled(() => this.renderStep(step));
+      turn.steps.set(n, step);
+      turn.lastStep = Math.max(turn.lastStep, n);
+      turn.el.append(el);
+    }
+    return step;
+  }
+
+  paintStep(step) {
+    step.paint();
+  }
+
+  renderStep(step) {
+    const stick = this.isNearBottom();
+    step.answer.hidden = !step.text;
+    step.answer.classList.toggle("is-streaming", step.streaming && Boolean(step.text));
+    step.md.replaceChildren(renderMarkdown(step.text));
+    step.reasoning.hidden = !step.thinking;
+    step.reasoningText.textContent = step.thinking;
+    if (stick) this.scrollToBottom();
+  }
+
+  card(turn, stepN, callId) {
+    let card = this.cards.get(callId);
+    if (!card) {
+      card = new ToolCard(callId, { onDecide: this.onDecide });
+      this.cards.set(callId, card);
+      this.step(turn, stepN).cards.append(card.el);
+      this.keepBottom();
+    }
+    return card;
+  }
+
+  note(turnId, cls, text) {
+    this.turn(turnId).el.append(h("div", { class: `note ${cls}` }, text));
+    this.keepBottom();
+  }
+
+  pendingCards() {
+    return [...this.root.querySelectorAll(".card.is-pending")].map((el) => this.cards.get(el.dataset.callId));
+  }
+
+  isNearBottom() {
+    const s = this.root;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
+  }
+
+  scrollToBottom() {
+    this.root.scrollTop = this.root.scrollHeight;
+  }
+
+  keepBottom() {
+    if (this.isNearBottom()) requestAnimationFrame(() => this.scrollToBottom());
+  }
+}
+
+function streamed(field) {
+  return function (e) {
+    const turn = this.turn(e.turn_id);
+    const step = this.step(turn, e.step ?? turn.lastStep);
+    if (step.stored) return;
+    step[field] += e.text || "";
+    step.streaming = true;
+    this.paintStep(step);
+  };
+}
+
+const HANDLERS = {
+  state_change(e) {
+    this.stateEvents += 1;
+    this.onState(e.state);
+    if (e.state === "idle" || e.state === "error") {
+      const turn = this.turns.get(e.turn_id || "-");
+      for (const step of turn ? turn.steps.values() : []) {
+        step.streaming = false;
+        this.paintStep(step);
+      }
+    }
+  },
+  message(e) {
+    const turn = this.turn(e.turn_id);
+    if (!turn.hasUser) this.setUser(turn, e.content || "");
+    this.keepBottom();
+  },
+  turn_queued(e) {
+    const turn = this.turn(e.turn_id);
+    if (!turn.hasUser) this.setUser(turn, e.message || "", true);
+    this.keepBottom();
+  },
+  content: streamed("text"),
+  reasoning: streamed("thinking"),
+  stream_end(e) {
+    const step = this.step(this.turn(e.turn_id), e.step);
+    if (step.stored) return;
+    if (e.discard) {
+      step.text = "";
+      step.thinking = "";
+      step.el.append(h("div", { class: "note note-warn" }, e.reason || "The answer is being generated again."));
+    } else {
+      step.streaming = false;
+    }
+    this.paintStep(step);
+  },
+  tool_info(e) {
+    const turn = this.turn(e.turn_id);
+    for (const item of e.items || []) this.card(turn, e.step, item.call_id).merge(item);
+  },
+  approve_request(e) {
+    HANDLERS.tool_info.call(this, e);
+  },
+  approval_resolved(e) {
+    const turn = this.turn(e.turn_id);
+    for (const id of e.call_ids || []) this.card(turn, turn.lastStep, id).resolve(e);
+  },
+  tool_output_chunk(e) {
+    const turn = this.turn(e.turn_id);
+    this.card(turn, turn.lastStep, e.call_id).chunk(e.text || "");
+  },
+  tool_result(e) {
+    const turn = this.turn(e.turn_id);
+    const card = this.card(turn, turn.lastStep, e.call_id);
+    if (card.name.textContent === "tool") card.describe({ name: e.name, header: e.name });
+    card.result(e.output, e.is_error);
+  },
+  cancelled(e) {
+    this.note(e.turn_id, "note-warn", "Turn cancelled.");
+  },
+  error(e) {
+    this.note(e.turn_id, "note-error", e.message || "The turn failed.");
+  },
+};

@@ -1,0 +1,132 @@
+// The open workstream: history, then the replay and live events over one websocket; the
+// header's state badge, the cancel button, the approve-all bar and the message box follow it.
+
+import { api, token } from "./api.js";
+import { EventStream } from "./socket.js";
+import { Transcript } from "./transcript.js";
+
+// On (re)load the replay starts this many events before the history's cursor: those events
+// can only add what the history lacks (an answer still streaming, a pending call's preview,
+// who decided), never repeat it — see transcript.js. Older than the log: the server says so.
+export const REPLAY_OVERLAP = 2000;
+const BUSY = new Set(["thinking", "running", "attention"]);
+
+export class WorkstreamView {
+  constructor(els, { onState, onUnauthorized }) {
+    this.els = els;
+    this.onStateOut = onState;
+    this.onUnauthorized = onUnauthorized;
+    this.wsId = null;
+    this.stream = null;
+    this.historyCursor = 0;
+    this.transcript = new Transcript(els.transcript, {
+      onDecide: (body) => this.decide(body),
+      onState: (state) => this.setState(state),
+      onTruncated: (e) => this.truncated(e),
+    });
+  }
+
+  async open(ws) {
+    this.close();
+    this.wsId = ws.ws_id;
+    this.els.title.textContent = ws.name;
+    this.els.meta.textContent = [ws.model || "default model", ws.working_dir, ws.auto_approve ? "auto-approve" : null]
+      .filter(Boolean)
+      .join(" · ");
+    this.setState(ws.state);
+    await this.load({ overlap: true });
+  }
+
+  close() {
+    if (this.stream) this.stream.close();
+    this.stream = null;
+    this.wsId = null;
+    this.transcript.reset();
+    this.updatePending();
+  }
+
+  async load({ overlap }) {
+    const wsId = this.wsId;
+    if (this.stream) this.stream.close();
+    this.stream = null;
+    const history = await api.history(wsId);
+    if (wsId !== this.wsId) return;
+    this.transcript.reset();
+    this.transcript.loadHistory(history.messages);
+    this.historyCursor = history.last_event_id;
+    this.transcript.lastId = overlap ? Math.max(0, history.last_event_id - REPLAY_OVERLAP) : history.last_event_id;
+    this.transcript.scrollToBottom();
+    this.stream = new EventStream(wsId, {
+      token: () => token.get(),
+      cursor: () => this.transcript.lastId,
+      onEvent: (e) => this.event(e),
+      onStatus: (s) => (this.els.conn.dataset.conn = s),
+      onFatal: (e) => this.fatal(e),
+    });
+    this.stream.open();
+    const describe = await api.describe(wsId);
+    if (wsId !== this.wsId) return;
+    this.transcript.loadPending(describe);
+    if (!this.transcript.stateEvents) this.setState(describe.state);
+    this.updatePending();
+  }
+
+  event(e) {
+    this.transcript.apply(e);
+    if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change)$/.test(e.type)) this.updatePending();
+  }
+
+  // The server sends `replay_truncated` and then what the log still holds. If that
+  // starts right after what the page already shows there is no gap; otherwise re-read.
+  truncated(e) {
+    const covered = Math.max(this.transcript.lastId, this.historyCursor);
+    if (e.oldest !== null && e.oldest !== undefined && e.oldest <= covered + 1) return;
+    this.load({ overlap: false }).catch((err) => this.failed(err));
+  }
+
+  fatal(e) {
+    if (e.status === 401) this.onUnauthorized();
+    else this.transcript.note(null, "note-error", e.message || "The connection was refused.");
+  }
+
+  failed(err) {
+    if (err && err.name === "UnauthorizedError") this.onUnauthorized();
+  }
+
+  setState(state) {
+    this.state = state;
+    this.els.state.dataset.state = state;
+    this.els.state.textContent = state;
+    const busy = BUSY.has(state);
+    this.els.cancel.hidden = !busy;
+    this.els.send.textContent = busy ? "Queue" : "Send";
+    this.els.hint.textContent = busy
+      ? "A turn is running: a message sent now is queued and runs after it."
+      : "Enter to send · Shift+Enter for a new line · ? for shortcuts";
+    if (this.wsId) this.onStateOut(this.wsId, state);
+  }
+
+  updatePending() {
+    const n = this.transcript.pendingCards().length;
+    this.els.pendingBar.hidden = !n;
+    this.els.pendingCount.textContent = n === 1 ? "1 call awaits a decision" : `${n} calls await a decision`;
+  }
+
+  decide(body) {
+    return api.approve(this.wsId, body);
+  }
+
+  async decideAll(approved) {
+    if (!this.transcript.pendingCards().length) return;
+    const feedback = this.transcript.pendingCards().map((c) => c.feedback.value.trim()).find(Boolean);
+    await api.approve(this.wsId, { approved, feedback });
+  }
+
+  async send(message) {
+    await api.send(this.wsId, message);
+  }
+
+  async cancel() {
+    await api.cancel(this.wsId);
+  }
+}

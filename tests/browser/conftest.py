@@ -1,0 +1,99 @@
+"""Fixtures for the browser tests: the service and the fake model server (the integration
+fixtures), Debian's Chromium driven by Playwright, and pages signed in to the client.
+
+The service here is package-scoped and on SQLite only: it is stopped before the integration
+tests start theirs on the same Redis database, and what these tests prove is the client's
+(the integration tests cover both databases behind the same API).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+from tests.fakes.model_server import FakeModelServer  # noqa: E402
+from tests.integration.conftest import _worker_running, api, model, model_server, workdir  # noqa: E402,F401
+from tests.integration.services import API_TOKEN, Services  # noqa: E402
+
+CHROMIUM = os.environ.get("TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+# A step can wait for the sweeper when its claim races the previous task's last heartbeat
+# (stale after 3 s in tests); a user would see it a few seconds later too.
+expect.set_options(timeout=15_000)
+
+
+@pytest.fixture(scope="package")
+def services(
+    tmp_path_factory: pytest.TempPathFactory,
+    model_server: FakeModelServer,  # noqa: F811 - the fixture, by name
+) -> Iterator[Services]:
+    svc = Services("sqlite", tmp_path_factory.mktemp("service-browser"), model_server.openai_base_url)
+    try:
+        svc.start()
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set TEST_CHROMIUM)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Page]]:
+    """open_page(ws_id=None, viewport=DESKTOP, sign_in=True, color_scheme="light") -> a page on `/`."""
+    contexts = []
+    errors: list[str] = []
+
+    def _open(
+        ws_id: str | None = None, viewport: dict = DESKTOP, sign_in: bool = True, color_scheme: str = "light"
+    ) -> Page:
+        context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
+        contexts.append(context)
+        if sign_in:  # as if the token form had been filled once in this tab
+            context.add_init_script(f"sessionStorage.setItem('turnstone.token', {API_TOKEN!r})")
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(services.base_url + "/" + (f"#ws={ws_id}" if ws_id else ""))
+        if sign_in:
+            expect(page.locator("#app")).to_be_visible()
+        return page
+
+    yield _open
+    for context in contexts:
+        context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+@pytest.fixture
+def screenshot() -> Callable[[Page, str], None]:
+    def _shot(page: Page, name: str) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.wait_for_timeout(150)  # let the last frame paint
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+    return _shot
