@@ -24,6 +24,7 @@ from app.storage.models import (
     utcnow,
 )
 from app.tools.base import ToolContext
+from app.tools.ordering import lanes, paths_named
 from app.tools.pipeline import PreparedCall, execute_call, run_calls
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
     _interrupt_orphans(rt, fence, ws, rows)
     read_paths: set[str] = set(ws.read_paths)
     to_run = [r for r in rows if r.status == CallStatus.APPROVED]
-    run_calls(to_run, lambda row: _run_one(rt, fence, ws, row, read_paths, cancelled))
+    in_lanes = lanes(to_run, lambda row: paths_named(row.args, ws.working_dir))
+    run_calls(in_lanes, lambda lane: [_run_one(rt, fence, ws, row, read_paths, cancelled) for row in lane])
     _advance(rt, fence, ws.id, step, read_paths)
 
 
