@@ -7,6 +7,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from app.storage.models import Message, Workstream
+from app.tools import images
 
 SYSTEM_PROMPT = (
     "You are an agent working in a workstream of turnstone-jobs. You have tools; "
@@ -20,7 +21,12 @@ def messages(s: Session, ws_id: str) -> list[Message]:
 
 
 def for_model(ws: Workstream, rows: list[Message]) -> list[dict[str, Any]]:
-    """Neutral (OpenAI chat) format, system prompt first."""
+    """Neutral (OpenAI chat) format, system prompt first.
+
+    A tool result that carries an image has a list of parts for its content:
+    `{"type": "text", "text": ...}` then `{"type": "image", "media_type": ..., "data": <base64>}`;
+    each provider turns that into what its wire format (and its model) accepts.
+    """
     out: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT.format(working_dir=ws.working_dir)}
     ]
@@ -31,10 +37,21 @@ def for_model(ws: Workstream, rows: list[Message]) -> list[dict[str, Any]]:
                 entry["tool_calls"] = row.tool_calls
             out.append(entry)
         elif row.role == "tool":
-            out.append({"role": "tool", "tool_call_id": row.tool_call_id, "content": row.content or ""})
+            content = _tool_content(row.content or "")
+            out.append({"role": "tool", "tool_call_id": row.tool_call_id, "content": content})
         else:
             out.append({"role": "user", "content": row.content or ""})
     return out
+
+
+def _tool_content(text: str) -> str | list[dict[str, Any]]:
+    image = images.image_content(text)
+    if image is None:
+        return text
+    return [
+        {"type": "text", "text": images.describe(image)},
+        {"type": "image", "media_type": image["media_type"], "data": image["data"]},
+    ]
 
 
 def as_history(row: Message) -> dict[str, Any]:
@@ -42,7 +59,8 @@ def as_history(row: Message) -> dict[str, Any]:
         "id": row.id,
         "turn_id": row.turn_id,
         "role": row.role,
-        "content": row.content,
+        # A stored image is the model's; people (and their browsers) get a line about it.
+        "content": images.summary(row.content) if row.role == "tool" and row.content else row.content,
         "created_at": row.created_at.isoformat(),
     }
     if row.tool_calls:

@@ -23,6 +23,7 @@ from app.storage.models import (
     WorkstreamState,
     utcnow,
 )
+from app.tools import images
 from app.tools.base import ToolContext
 from app.tools.ordering import lanes, paths_named
 from app.tools.pipeline import PreparedCall, execute_call, run_calls
@@ -184,7 +185,7 @@ def _announce_result(rt: Runtime, fence: Fence, ws_id: str, row: ToolCall) -> No
         fence=fence,
         call_id=row.call_id,
         name=row.func_name,
-        output=row.output or "",
+        output=images.summary(row.output or ""),  # clients get a line; the model gets the image
         is_error=row.is_error,
     )
 

@@ -6,27 +6,30 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.providers.content import split, text_of
+
 # Anthropic needs `tool_use.input` to be an object. Arguments that are not a
 # JSON object are kept, under this key, so the model still sees what it sent.
 RAW_ARGUMENTS_KEY = "raw_arguments"
 
 
 def system_text(messages: list[dict]) -> str:
-    return "\n\n".join(_text(m.get("content")) for m in messages if m["role"] == "system")
+    return "\n\n".join(text_of(m.get("content")) for m in messages if m["role"] == "system")
 
 
-def convert_messages(messages: list[dict]) -> list[dict]:
+def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dict]:
     """User/assistant turns with content blocks; consecutive same-role turns merged.
 
     Tool results become `tool_result` blocks of a user turn, so a batch of
-    results (and any user text after them) lands in one user message.
+    results (and any user text after them) lands in one user message. Images
+    go inside their `tool_result`, when the model can see them.
     """
     turns: list[dict] = []
     for message in messages:
         if message["role"] == "system":
             continue
         role = "assistant" if message["role"] == "assistant" else "user"
-        blocks = _blocks(message)
+        blocks = _blocks(message, supports_vision)
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
@@ -61,17 +64,17 @@ def tool_input(arguments: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: arguments}
 
 
-def _blocks(message: dict) -> list[dict]:
+def _blocks(message: dict, supports_vision: bool) -> list[dict]:
     if message["role"] == "tool":
         return [
             {
                 "type": "tool_result",
                 "tool_use_id": message["tool_call_id"],
-                "content": _text(message.get("content")),
+                "content": _result_content(message.get("content"), supports_vision),
             }
         ]
     blocks: list[dict] = []
-    text = _text(message.get("content"))
+    text = text_of(message.get("content"))
     if text:  # the API rejects empty text blocks
         blocks.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or []:
@@ -87,12 +90,12 @@ def _blocks(message: dict) -> list[dict]:
     return blocks
 
 
-def _text(content: Any) -> str:
-    """A message's text; of a list of parts (OpenAI multimodal), only the text parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content)
+def _result_content(content: Any, supports_vision: bool) -> str | list[dict]:
+    text, images = split(content, supports_vision)
+    if not images:
+        return text
+    blocks: list[dict] = [{"type": "text", "text": text}] if text else []  # no empty text blocks
+    for image in images:
+        source = {"type": "base64", "media_type": image["media_type"], "data": image["data"]}
+        blocks.append({"type": "image", "source": source})
+    return blocks

@@ -3,7 +3,6 @@ into `ModelEvent`s (the wire format conversion lives in `anthropic_format`)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,13 +14,13 @@ from app.providers import events
 from app.providers.anthropic_format import convert_messages, convert_tools, system_text
 from app.providers.base import (
     api_key_for,
-    connection_failure,
-    status_failure,
+    cached_client,
+    sdk_failures,
     truncated_failure,
 )
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
-from app.providers.retry import AttemptFailedError, Failure
+from app.providers.retry import AttemptFailedError
 from app.settings import ModelSettings
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -49,7 +48,7 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
     params: dict[str, Any] = {
         "model": model.model,
         "max_tokens": model.max_tokens,
-        "messages": convert_messages(messages),
+        "messages": convert_messages(messages, supports_vision=model.supports_vision),
         "stream": True,
     }
     if system := system_text(messages):
@@ -57,18 +56,6 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
     if tools:
         params["tools"] = convert_tools(tools)
     return params
-
-
-@functools.lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str, timeout_seconds: float) -> anthropic.Anthropic:
-    """One client per endpoint, shared by the worker's threads: building one costs ~50 ms
-    (its HTTP client and TLS context), and a shared one keeps connections alive."""
-    return anthropic.Anthropic(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout_seconds,
-        max_retries=0,  # our retry loop decides
-    )
 
 
 def attempt(
@@ -80,20 +67,14 @@ def attempt(
     timeout_seconds: float,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
-    client = _client(api_key_for(model), model.base_url or ANTHROPIC_DEFAULT_BASE_URL, timeout_seconds)
-    try:
-        with client.messages.create(**request_params(model, messages, tools)) as stream:
-            yield from _events(stream, should_stop)
-    except anthropic.APIStatusError as exc:
-        failure = status_failure(exc.status_code, exc.response.headers, exc.body, exc.message)
-        raise AttemptFailedError(failure) from None
-    except anthropic.APIConnectionError as exc:
-        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
-    except anthropic.APIError as exc:
-        raise AttemptFailedError(Failure(status=None, message=exc.message)) from None
-    except httpx2.TransportError as exc:
-        # Unlike the openai SDK, this one lets transport errors out of a stream unwrapped.
-        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
+    client = cached_client(
+        anthropic.Anthropic, api_key_for(model), model.base_url or ANTHROPIC_DEFAULT_BASE_URL, timeout_seconds
+    )
+    params = request_params(model, messages, tools)
+    # Unlike the openai SDK, this one lets transport errors out of a stream unwrapped.
+    failures = sdk_failures(anthropic, timeout_seconds, transport_errors=(httpx2.TransportError,))
+    with failures, client.messages.create(**params) as stream:
+        yield from _events(stream, should_stop)
 
 
 @dataclass

@@ -3,9 +3,13 @@ is named in messages, and how an SDK error becomes a `Failure`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
 
-from app.providers.retry import Failure, parse_retry_after, server_message
+from app.providers.retry import AttemptFailedError, Failure, parse_retry_after, server_message
 from app.settings import ModelSettings
 
 # Local OpenAI/Anthropic-compatible servers usually ignore the key, but both
@@ -43,3 +47,34 @@ def connection_failure(exc: BaseException, timeout_seconds: float) -> Failure:
     if "timed out" in detail.lower() or "timeout" in type(exc).__name__.lower():
         return Failure(status=None, message=f"timed out after {timeout_seconds:g} s: {detail}")
     return Failure(status=None, message=f"connection failed: {detail}")
+
+
+@functools.lru_cache(maxsize=32)
+def cached_client(client_class: type, api_key: str, base_url: str, timeout_seconds: float) -> Any:
+    """One SDK client per endpoint, shared by the worker's threads: building one costs ~50 ms
+    (its HTTP client and TLS context), and a shared one keeps connections alive."""
+    return client_class(
+        api_key=api_key,
+        # Passed even when unset so the SDK never falls back to the environment.
+        base_url=base_url,
+        timeout=timeout_seconds,
+        max_retries=0,  # our retry loop decides
+    )
+
+
+@contextmanager
+def sdk_failures(
+    sdk: ModuleType, timeout_seconds: float, transport_errors: tuple[type[BaseException], ...] = ()
+) -> Iterator[None]:
+    """SDK errors (the openai and anthropic SDKs share their names) leave as `AttemptFailedError`."""
+    try:
+        yield
+    except sdk.APIStatusError as exc:
+        failure = status_failure(exc.status_code, exc.response.headers, exc.body, exc.message)
+        raise AttemptFailedError(failure) from None
+    except sdk.APIConnectionError as exc:
+        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
+    except sdk.APIError as exc:  # an error event inside the stream
+        raise AttemptFailedError(Failure(status=None, message=exc.message)) from None
+    except transport_errors as exc:
+        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None

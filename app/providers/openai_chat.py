@@ -3,7 +3,6 @@ streamed through the official `openai` SDK and turned into `ModelEvent`s."""
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -14,13 +13,14 @@ import openai
 from app.providers import events
 from app.providers.base import (
     api_key_for,
-    connection_failure,
-    status_failure,
+    cached_client,
+    sdk_failures,
     truncated_failure,
 )
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
-from app.providers.retry import AttemptFailedError, Failure
+from app.providers.openai_format import convert_messages
+from app.providers.retry import AttemptFailedError
 from app.settings import ModelSettings
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -38,29 +38,16 @@ def check_configured(model: ModelSettings) -> None:
 
 
 def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]) -> dict:
-    """The chat completion request: the neutral messages already are this wire format."""
+    """The chat completion request: the neutral messages are nearly this wire format."""
     params: dict[str, Any] = {
         "model": model.model,
-        "messages": [dict(message) for message in messages],
+        "messages": convert_messages(messages, supports_vision=model.supports_vision),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
     if tools:
         params["tools"] = tools
     return params
-
-
-@functools.lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str, timeout_seconds: float) -> openai.OpenAI:
-    """One client per endpoint, shared by the worker's threads: building one costs ~50 ms
-    (its HTTP client and TLS context), and a shared one keeps connections alive."""
-    return openai.OpenAI(
-        api_key=api_key,
-        # Passed even when unset so the SDK never falls back to the environment.
-        base_url=base_url,
-        timeout=timeout_seconds,
-        max_retries=0,  # our retry loop decides
-    )
 
 
 def attempt(
@@ -72,17 +59,12 @@ def attempt(
     timeout_seconds: float,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
-    client = _client(api_key_for(model), model.base_url or OPENAI_DEFAULT_BASE_URL, timeout_seconds)
-    try:
-        with client.chat.completions.create(**request_params(model, messages, tools)) as stream:
-            yield from _events(stream, should_stop)
-    except openai.APIStatusError as exc:
-        failure = status_failure(exc.status_code, exc.response.headers, exc.body, exc.message)
-        raise AttemptFailedError(failure) from None
-    except openai.APIConnectionError as exc:
-        raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
-    except openai.APIError as exc:  # an error event inside the stream
-        raise AttemptFailedError(Failure(status=None, message=exc.message)) from None
+    client = cached_client(
+        openai.OpenAI, api_key_for(model), model.base_url or OPENAI_DEFAULT_BASE_URL, timeout_seconds
+    )
+    params = request_params(model, messages, tools)
+    with sdk_failures(openai, timeout_seconds), client.chat.completions.create(**params) as stream:
+        yield from _events(stream, should_stop)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from app.settings import TOOL_POOL_SIZE
+from app.tools import images
 from app.tools.base import ToolContext, ToolOutcome
 from app.tools.registry import Registry
 from app.tools.truncation import truncate
@@ -128,6 +129,9 @@ def execute_call(registry: Registry, call: PreparedCall, ctx: ToolContext) -> To
     except Exception as exc:  # the tool boundary
         log.exception("executing %s call %s failed", call.func_name, call.call_id)
         return ToolOutcome(f"Error: {exc}", is_error=True)
+    if images.image_content(outcome.output) is not None:
+        # Cut in half, an image would be neither image nor text; the marker's own cap bounds it.
+        return outcome
     output = truncate(outcome.output, ctx.settings.truncation)
     return ToolOutcome(output, outcome.is_error)
 

@@ -38,6 +38,11 @@ def services(
     config.write_text(
         f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
+        "[models.claude.capabilities]\nsupports_vision = true\n"
+        # an OpenAI-format model that can see images (the default one cannot)
+        f'[models.vision]\nprovider = "openai"\nmodel = "fake-vision"\n'
+        f'base_url = "{model_server.openai_base_url}"\n'
+        "[models.vision.capabilities]\nsupports_vision = true\n"
         # and one with no key anywhere: its turns must end with an error that says what to set
         '[models.keyless]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "TJ_TEST_UNSET_KEY"\n'
     )

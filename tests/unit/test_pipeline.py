@@ -6,6 +6,7 @@ import threading
 import time
 
 from app.settings import ToolSettings
+from app.tools import images
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.pipeline import PreparedCall, execute_call, prepare_call, run_calls
 from app.tools.registry import build_registry
@@ -174,3 +175,17 @@ def test_truncate_keeps_head_and_tail_and_says_how_much_was_cut():
     head, _, tail = text.partition("\n\n[... 100 characters cut")
     assert head == "H" * 50
     assert tail.endswith("\n\n" + "T" * 50)
+
+
+def test_an_image_marker_is_never_truncated(tmp_path):
+    output = images.marker("/w/pic.png", "image/png", b"\x89PNG" + b"\x00" * 3000)
+    call = PreparedCall("c1", "search", {"query": "x"})
+    outcome = execute_call(registry_with(Recorder(output)), call, context(tmp_path, truncation=100))
+    assert outcome == ToolOutcome(output)
+
+
+def test_long_text_that_only_looks_like_a_marker_is_truncated(tmp_path):
+    output = '{"type": "image", "data": "' + "A" * 3000
+    call = PreparedCall("c1", "search", {"query": "x"})
+    outcome = execute_call(registry_with(Recorder(output)), call, context(tmp_path, truncation=100))
+    assert "characters cut from the middle" in outcome.output and len(outcome.output) < 300

@@ -358,3 +358,89 @@ def test_scripted_reply_with_match_goes_only_to_its_conversation(server):
     assert "".join(e.text for e in of_kind(alpha, "content")) == "ok: alpha"
     assert "".join(e.text for e in of_kind(beta, "content")) == "for beta"
     assert server.wait_for_requests(2, timeout=1)
+
+
+PNG_DATA = "iVBORw0KGgo="  # base64 of the PNG signature: the providers never decode it
+
+
+def image_conversation(media_type: str = "image/png") -> list[dict]:
+    """A batch of two results, the first an image (as `conversation.for_model` gives it)."""
+    calls = [
+        {"id": "call_img", "type": "function", "function": {"name": "read_file", "arguments": "{}"}},
+        {"id": "call_txt", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+    ]
+    image = [
+        {"type": "text", "text": "[image: /w/pic.png, image/png, 8 bytes]"},
+        {"type": "image", "media_type": media_type, "data": PNG_DATA},
+    ]
+    return [
+        {"role": "user", "content": "Look at the picture."},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_img", "content": image},
+        {"role": "tool", "tool_call_id": "call_txt", "content": "done"},
+    ]
+
+
+def test_openai_sends_an_image_in_a_user_message_after_the_tool_results(server):
+    reply_events(model_for(server, "openai", capabilities={"supports_vision": True}), image_conversation())
+
+    messages = server.history[-1].body["messages"]
+    assert messages[2:] == [
+        {"role": "tool", "tool_call_id": "call_img", "content": "[image: /w/pic.png, image/png, 8 bytes]"},
+        {"role": "tool", "tool_call_id": "call_txt", "content": "done"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Image from call_img: [image: /w/pic.png, image/png, 8 bytes]"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_DATA}"}},
+            ],
+        },
+    ]
+
+
+def test_openai_images_come_before_the_next_user_text(server):
+    conversation = [*image_conversation(), {"role": "user", "content": "And now?"}]
+
+    reply_events(model_for(server, "openai", capabilities={"supports_vision": True}), conversation)
+
+    roles = [m["role"] for m in server.history[-1].body["messages"]]
+    assert roles == ["user", "assistant", "tool", "tool", "user", "user"]
+    assert server.history[-1].body["messages"][-1] == {"role": "user", "content": "And now?"}
+
+
+def test_anthropic_puts_an_image_inside_its_tool_result(server):
+    reply_events(model_for(server, "anthropic", capabilities={"supports_vision": True}), image_conversation())
+
+    results = server.history[-1].body["messages"][-1]["content"]
+    assert results == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "call_img",
+            "content": [
+                {"type": "text", "text": "[image: /w/pic.png, image/png, 8 bytes]"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_DATA}},
+            ],
+        },
+        {"type": "tool_result", "tool_use_id": "call_txt", "content": "done"},
+    ]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_model_without_vision_gets_only_the_text(server, provider):
+    reply_events(model_for(server, provider, capabilities={"supports_vision": False}), image_conversation())
+
+    body = json.dumps(server.history[-1].body)
+    assert PNG_DATA not in body
+    assert "[image: /w/pic.png, image/png, 8 bytes] (not shown: the current model cannot view images)" in body
+    assert len(server.history[-1].body["messages"]) == (4 if provider == "openai" else 3)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_image_type_the_wire_format_refuses_is_not_sent(server, provider):
+    model = model_for(server, provider, capabilities={"supports_vision": True})
+
+    reply_events(model, image_conversation(media_type="image/bmp"))
+
+    body = json.dumps(server.history[-1].body)
+    assert PNG_DATA not in body
+    assert "(not shown: image/bmp images cannot be sent to the model)" in body

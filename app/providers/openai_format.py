@@ -1,0 +1,36 @@
+"""Neutral messages turned into the OpenAI chat wire format. They already are it,
+except for images: a `tool` message takes text only, so the images of a run of
+tool results follow it in one `user` message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.providers.content import split
+
+
+def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dict]:
+    converted: list[dict] = []
+    images: list[dict[str, Any]] = []  # parts for the user message after this run of tool results
+    for message in messages:
+        if message["role"] != "tool" and images:
+            converted.append({"role": "user", "content": images})
+            images = []
+        if message["role"] == "tool" and isinstance(message.get("content"), list):
+            text, parts = split(message["content"], supports_vision)
+            converted.append({**message, "content": text})
+            images.extend(_image_parts(message["tool_call_id"], text, parts))
+        else:
+            converted.append(dict(message))
+    if images:
+        converted.append({"role": "user", "content": images})
+    return converted
+
+
+def _image_parts(call_id: str, text: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        url = f"data:{part['media_type']};base64,{part['data']}"
+        out.append({"type": "text", "text": f"Image from {call_id}: {text}"})
+        out.append({"type": "image_url", "image_url": {"url": url}})
+    return out
