@@ -30,6 +30,7 @@ class Coalescer:
         self._last_flush = 0.0
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._closing = threading.Event()
         self._closed = False
         self._timer: threading.Thread | None = None
 
@@ -56,6 +57,7 @@ class Coalescer:
         with self._lock:
             self._flush_locked()
             self._closed = True
+        self._closing.set()
         self._wake.set()
         if self._timer is not None:
             self._timer.join(timeout=1)
@@ -72,7 +74,8 @@ class Coalescer:
         while True:
             self._wake.wait()
             self._wake.clear()
-            time.sleep(self._interval)
+            if self._closing.wait(self._interval):
+                return  # close() flushed already; do not make it wait out the interval
             with self._lock:
                 if self._closed:
                     return
