@@ -162,6 +162,24 @@ def test_cancel_during_a_long_bash_kills_it_and_frees_the_workstream(api, model,
     assert api.history(ws_id)[-1]["content"] == "fresh start"
 
 
+def test_cancel_during_the_model_stream_stops_it(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(chunks=[f"word{i} " for i in range(100)], chunk_delay=0.1))
+    turn_id = api.send(ws_id, "talk for a long time")
+    sock.wait_type("content")
+    cancelled_at = time.monotonic()
+    assert api.cancel(ws_id).status_code == 202
+    sock.wait_type("cancelled", turn_id=turn_id, timeout=10)
+    assert sock.wait_turn_end(turn_id)["state"] == "idle"
+    assert time.monotonic() - cancelled_at < 3  # not the 10 s the whole answer would take
+    streamed = "".join(e["text"] for e in sock.of_type("content"))
+    assert streamed and "word99" not in streamed
+    assert api.history(ws_id)[-1] == {**api.history(ws_id)[-1], "role": "assistant", "content": streamed}
+    model.enqueue(Reply(text="listening"))
+    assert sock.wait_turn_end(api.send(ws_id, "stop"))["state"] == "idle"
+
+
 def test_cancel_while_parked_denies_the_pending_calls(api, model, open_socket, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir))
     sock = open_socket(ws_id)
