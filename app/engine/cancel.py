@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import update
+from sqlmodel import col
 
 from app.engine import calls as call_store
 from app.engine import turns
@@ -38,9 +39,9 @@ def _end_parked(rt: Runtime, turn_id: str, by: str) -> None:
     """No task holds a parked turn: deny its pending calls and end it from here."""
     with rt.db.session() as s:
         # Bump the attempt so that a late batch (approved just before) is fenced out.
-        moved = s.exec(  # type: ignore[call-overload]
+        moved = s.exec(
             update(Turn)
-            .where(Turn.id == turn_id, Turn.phase == TurnPhase.APPROVAL)
+            .where(col(Turn.id) == turn_id, col(Turn.phase) == TurnPhase.APPROVAL)
             .values(attempt=Turn.attempt + 1)
         )
         if moved.rowcount != 1:

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from sqlalchemy import or_, update
 from sqlalchemy.exc import DBAPIError
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from app.errors import StaleAttemptError
 from app.events import Fence
@@ -27,14 +27,14 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Fence | None:
     now = utcnow()
     stale = now - timedelta(seconds=rt.settings.stale_after_seconds)
     with rt.db.session() as s:
-        result = s.exec(  # type: ignore[call-overload]
+        result = s.exec(
             update(Turn)
             .where(
-                Turn.id == turn_id,
-                Turn.status == TurnStatus.ACTIVE,
-                Turn.phase == phase,
-                Turn.step == step,
-                or_(Turn.heartbeat_at.is_(None), Turn.heartbeat_at < stale),  # type: ignore[union-attr]
+                col(Turn.id) == turn_id,
+                col(Turn.status) == TurnStatus.ACTIVE,
+                col(Turn.phase) == phase,
+                col(Turn.step) == step,
+                or_(col(Turn.heartbeat_at).is_(None), col(Turn.heartbeat_at) < stale),
             )
             .values(
                 attempt=Turn.attempt + 1,
@@ -54,12 +54,12 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Fence | None:
 def beat(s: Session, fence: Fence) -> bool:
     """Refresh the claim's heartbeat; False once it is gone (superseded, or released by the
     phase's end: a beat after that must not look like a live claim to the next phase's task)."""
-    result = s.exec(  # type: ignore[call-overload]
+    result = s.exec(
         update(Turn)
         .where(
-            Turn.id == fence.turn_id,
-            Turn.attempt == fence.attempt,
-            Turn.heartbeat_at.is_not(None),  # type: ignore[union-attr]
+            col(Turn.id) == fence.turn_id,
+            col(Turn.attempt) == fence.attempt,
+            col(Turn.heartbeat_at).is_not(None),
         )
         .values(heartbeat_at=utcnow())
     )
@@ -68,9 +68,9 @@ def beat(s: Session, fence: Fence) -> bool:
 
 def check(s: Session, fence: Fence) -> Turn:
     """Inside a write transaction: the turn, locked, or StaleAttemptError."""
-    result = s.exec(  # type: ignore[call-overload]
+    result = s.exec(
         update(Turn)
-        .where(Turn.id == fence.turn_id, Turn.attempt == fence.attempt)
+        .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
         .values(heartbeat_at=utcnow())
     )
     if result.rowcount != 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.errors import StaleAttemptError
 from app.events import EventType, Fence
 from app.providers import ModelError, stream_reply
 from app.runtime import Runtime
+from app.settings import ModelSettings
 from app.storage.models import (
     CallStatus,
     Message,
@@ -84,7 +86,18 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     _store_reply(rt, fence, ws, reply, step)
 
 
-def _stream(rt, model, history, tools, publish, step, cancelled) -> Reply:  # type: ignore[no-untyped-def]
+Publish = Callable[..., int | None]
+
+
+def _stream(
+    rt: Runtime,
+    model: ModelSettings,
+    history: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    publish: Publish,
+    step: int,
+    cancelled: CancelCheck,
+) -> Reply:
     reply = Reply()
     content = Coalescer(lambda text: publish(EventType.CONTENT, step=step, text=text))
     reasoning = Coalescer(lambda text: publish(EventType.REASONING, step=step, text=text))
@@ -114,8 +127,9 @@ def _stream(rt, model, history, tools, publish, step, cancelled) -> Reply:  # ty
 def _store_reply(rt: Runtime, fence: Fence, ws: Workstream, reply: Reply, step: int) -> None:
     prepared, read_paths = _prepare_all(rt, ws, reply.tool_calls)
     with fenced(rt, fence) as (s, turn):
-        ws = s.get(Workstream, ws.id, populate_existing=True)
-        assert ws is not None
+        fresh = s.get(Workstream, ws.id, populate_existing=True)
+        assert fresh is not None
+        ws = fresh
         s.add(
             Message(
                 ws_id=ws.id,
@@ -228,7 +242,7 @@ def _finish(rt: Runtime, fence: Fence, status: TurnStatus) -> None:
     turns.announce_end(rt, turn, state, fence)
 
 
-def _publisher(rt: Runtime, ws_id: str, fence: Fence):  # type: ignore[no-untyped-def]
+def _publisher(rt: Runtime, ws_id: str, fence: Fence) -> Publish:
     def publish(type_: str, **fields: Any) -> int | None:
         return rt.events.publish(ws_id, type_, turn_id=fence.turn_id, fence=fence, **fields)
 

@@ -18,7 +18,7 @@ class Coalescer:
 
     def __init__(
         self,
-        flush: Callable[[str], None],
+        flush: Callable[[str], object],
         interval: float = STREAM_FLUSH_SECONDS,
         max_chars: int = STREAM_FLUSH_CHARS,
     ) -> None:

@@ -48,13 +48,13 @@ def requeue_stale(rt: Runtime) -> int:
     count = 0
     for turn in turns:
         with rt.db.session() as s:
-            moved = s.exec(  # type: ignore[call-overload]
+            moved = s.exec(
                 update(Turn)
                 .where(
-                    Turn.id == turn.id,
-                    Turn.phase == turn.phase,
-                    Turn.step == turn.step,
-                    Turn.attempt == turn.attempt,
+                    col(Turn.id) == turn.id,
+                    col(Turn.phase) == turn.phase,
+                    col(Turn.step) == turn.step,
+                    col(Turn.attempt) == turn.attempt,
                 )
                 .values(enqueued_at=now)
             )

@@ -53,7 +53,12 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
     read_paths: set[str] = set(ws.read_paths)
     to_run = [r for r in rows if r.status == CallStatus.APPROVED]
     in_lanes = lanes(to_run, lambda row: paths_named(row.args, ws.working_dir))
-    run_calls(in_lanes, lambda lane: [_run_one(rt, fence, ws, row, read_paths, cancelled) for row in lane])
+
+    def run_lane(lane: list[ToolCall]) -> None:
+        for row in lane:
+            _run_one(rt, fence, ws, row, read_paths, cancelled)
+
+    run_calls(in_lanes, run_lane)
     _advance(rt, fence, ws.id, step, read_paths)
 
 

@@ -38,11 +38,11 @@ def send(rt: Runtime, ws_id: str, message: str, origin: str = "user") -> Turn:
         s.add(turn)
     activate_next(rt, ws_id)
     with rt.db.session() as s:
-        turn = s.get(Turn, turn.id)
-    assert turn is not None
-    if turn.status == TurnStatus.QUEUED:
-        rt.events.publish(ws_id, EventType.TURN_QUEUED, turn_id=turn.id, message=message)
-    return turn
+        stored = s.get(Turn, turn.id)
+    assert stored is not None
+    if stored.status == TurnStatus.QUEUED:
+        rt.events.publish(ws_id, EventType.TURN_QUEUED, turn_id=stored.id, message=message)
+    return stored
 
 
 def activate_next(rt: Runtime, ws_id: str) -> str | None:
@@ -56,9 +56,9 @@ def activate_next(rt: Runtime, ws_id: str) -> str | None:
         ).first()
         if turn is None:
             return None
-        taken = s.exec(  # type: ignore[call-overload]
+        taken = s.exec(
             update(Workstream)
-            .where(Workstream.id == ws_id, Workstream.active_turn_id.is_(None))  # type: ignore[union-attr]
+            .where(col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None))
             .values(active_turn_id=turn.id, state=WorkstreamState.THINKING, updated_at=utcnow())
         )
         if taken.rowcount != 1:
@@ -92,9 +92,9 @@ def end_turn(
     turn.error = error
     s.add(turn)
     state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
-    s.exec(  # type: ignore[call-overload]
+    s.exec(
         update(Workstream)
-        .where(Workstream.id == turn.ws_id, Workstream.active_turn_id == turn.id)
+        .where(col(Workstream.id) == turn.ws_id, col(Workstream.active_turn_id) == turn.id)
         .values(active_turn_id=None, state=state, updated_at=utcnow())
     )
     return state
@@ -109,6 +109,4 @@ def announce_end(rt: Runtime, turn: Turn, state: WorkstreamState, fence: Fence |
 
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
-    s.exec(  # type: ignore[call-overload]
-        update(Workstream).where(Workstream.id == ws_id).values(state=state, updated_at=utcnow())
-    )
+    s.exec(update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow()))

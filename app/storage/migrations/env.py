@@ -13,6 +13,7 @@ PG_MIGRATION_LOCK = 7_344_211
 
 def run_migrations_online() -> None:
     url = context.config.get_main_option("sqlalchemy.url")
+    assert url is not None, "the caller's Config sets sqlalchemy.url"
     engine = make_engine(url)
     with engine.connect() as connection:
         is_pg = connection.dialect.name == "postgresql"
