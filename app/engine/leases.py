@@ -7,8 +7,9 @@ attempt inside its own transaction, so a stale worker's writes are refused.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -16,10 +17,27 @@ from sqlalchemy import or_, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
+from app.engine.cancellation import CancelCheck
 from app.errors import StaleAttemptError
 from app.events import Fence
 from app.runtime import Runtime
 from app.storage.models import Turn, TurnStatus, utcnow
+
+log = logging.getLogger(__name__)
+
+
+def run_phase(
+    rt: Runtime, turn_id: str, phase: str, step: int, body: Callable[[Fence, CancelCheck], None]
+) -> None:
+    """Claim the phase, keep the claim alive while `body` runs, stop quietly once superseded."""
+    fence = claim(rt, turn_id, phase, step)
+    if fence is None:
+        return  # already done, or held by a live attempt: a duplicate delivery
+    try:
+        with Heartbeat(rt, fence) as heartbeat:
+            body(fence, CancelCheck(rt, turn_id, heartbeat))
+    except StaleAttemptError:
+        log.warning("turn %s: attempt %s was superseded; stopping", turn_id, fence.attempt)
 
 
 def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Fence | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,9 +9,8 @@ from typing import Any
 from app.engine import calls as call_items
 from app.engine import conversation, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import Heartbeat, claim, fenced
+from app.engine.leases import fenced, run_phase
 from app.engine.streaming import Coalescer
-from app.errors import StaleAttemptError
 from app.events import EventType, Fence
 from app.providers import ModelError, stream_reply
 from app.runtime import Runtime
@@ -31,8 +29,6 @@ from app.storage.models import (
 from app.tools.base import ToolContext
 from app.tools.pipeline import PreparedCall, prepare_call
 
-log = logging.getLogger(__name__)
-
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
 
 
@@ -43,14 +39,7 @@ class Reply:
 
 
 def run(rt: Runtime, turn_id: str, step: int) -> None:
-    fence = claim(rt, turn_id, TurnPhase.MODEL, step)
-    if fence is None:
-        return  # already done, or held by a live attempt: a duplicate delivery
-    try:
-        with Heartbeat(rt, fence) as heartbeat:
-            _step(rt, fence, step, CancelCheck(rt, turn_id, heartbeat))
-    except StaleAttemptError:
-        log.warning("turn %s: attempt %s was superseded; stopping", turn_id, fence.attempt)
+    run_phase(rt, turn_id, TurnPhase.MODEL, step, lambda fence, cancelled: _step(rt, fence, step, cancelled))
 
 
 def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from app.engine import calls as call_store
 from app.engine import turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import Heartbeat, claim, fenced
+from app.engine.leases import fenced, run_phase
 from app.engine.streaming import Coalescer
-from app.errors import StaleAttemptError
 from app.events import EventType, Fence
 from app.runtime import Runtime
 from app.storage.models import (
@@ -28,18 +25,9 @@ from app.tools.base import ToolContext
 from app.tools.ordering import lanes, paths_named
 from app.tools.pipeline import PreparedCall, execute_call, run_calls
 
-log = logging.getLogger(__name__)
-
 
 def run(rt: Runtime, turn_id: str, step: int) -> None:
-    fence = claim(rt, turn_id, TurnPhase.TOOLS, step)
-    if fence is None:
-        return
-    try:
-        with Heartbeat(rt, fence) as heartbeat:
-            _batch(rt, fence, step, CancelCheck(rt, turn_id, heartbeat))
-    except StaleAttemptError:
-        log.warning("turn %s: attempt %s was superseded; stopping", turn_id, fence.attempt)
+    run_phase(rt, turn_id, TurnPhase.TOOLS, step, lambda fence, cancelled: _batch(rt, fence, step, cancelled))
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
