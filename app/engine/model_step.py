@@ -69,9 +69,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         publish(EventType.STREAM_END, step=step)
         return _fail(rt, fence, str(exc))
     publish(EventType.STREAM_END, step=step)
-    if cancelled():
-        _store_reply(rt, fence, ws, Reply(content=reply.content), step)
-        return _finish(rt, fence, TurnStatus.CANCELLED)
+    if cancelled():  # keep what was said; calls it had begun to ask for are dropped
+        return _store_reply(rt, fence, ws, Reply(content=reply.content), step, TurnStatus.CANCELLED)
     _store_reply(rt, fence, ws, reply, step)
 
 
@@ -113,7 +112,15 @@ def _stream(
     return reply
 
 
-def _store_reply(rt: Runtime, fence: Fence, ws: Workstream, reply: Reply, step: int) -> None:
+def _store_reply(
+    rt: Runtime,
+    fence: Fence,
+    ws: Workstream,
+    reply: Reply,
+    step: int,
+    end_as: TurnStatus = TurnStatus.DONE,
+) -> None:
+    """Store the answer; without tool calls the turn ends (`end_as`), else its calls park or run."""
     prepared, read_paths = _prepare_all(rt, ws, reply.tool_calls)
     with fenced(rt, fence) as (s, turn):
         fresh = s.get(Workstream, ws.id, populate_existing=True)
@@ -129,7 +136,7 @@ def _store_reply(rt: Runtime, fence: Fence, ws: Workstream, reply: Reply, step: 
             )
         )
         if not prepared:
-            state = turns.end_turn(rt, s, turn, TurnStatus.DONE)
+            state = turns.end_turn(rt, s, turn, end_as)
             ended = True
         else:
             rows = [_row(ws, turn, step, n, p) for n, (p, _c) in enumerate(prepared)]

@@ -175,6 +175,8 @@ def test_cancel_during_the_model_stream_stops_it(api, model, open_socket, workdi
     assert time.monotonic() - cancelled_at < 3  # not the 10 s the whole answer would take
     streamed = "".join(e["text"] for e in sock.of_type("content"))
     assert streamed and "word99" not in streamed
+    order = [e["type"] if e["type"] != "state_change" else e["state"] for e in sock.events]
+    assert order.index("cancelled") < order.index("idle")  # ended once, as cancelled (not done first)
     assert api.history(ws_id)[-1] == {**api.history(ws_id)[-1], "role": "assistant", "content": streamed}
     model.enqueue(Reply(text="listening"))
     assert sock.wait_turn_end(api.send(ws_id, "stop"))["state"] == "idle"
