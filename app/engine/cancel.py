@@ -16,14 +16,21 @@ from app.storage.models import CallStatus, Message, Turn, TurnPhase, TurnStatus,
 CANCEL_FEEDBACK = "Cancelled by user"
 
 
-def cancel(rt: Runtime, ws_id: str, by: str = "user") -> str:
-    """Request the cancel of the active turn; its id. A parked turn ends here and now."""
+def cancel(rt: Runtime, ws_id: str, by: str = "user", turn_id: str | None = None) -> str:
+    """Request the cancel of the active turn (only if it is `turn_id`, when given); its id.
+    A parked turn ends here and now."""
     with rt.db.session() as s:
         ws = s.get(Workstream, ws_id)
         if ws is None:
             raise NotFoundError(f"no workstream {ws_id}")
         if ws.active_turn_id is None:
-            raise ConflictError("no turn is running")
+            raise ConflictError("no turn is running", active_turn_id=None)
+        if turn_id is not None and turn_id != ws.active_turn_id:
+            # The turn the client meant has ended; the one running now is not its to stop.
+            raise ConflictError(
+                f"turn {turn_id} is not running; the running turn is {ws.active_turn_id}",
+                active_turn_id=ws.active_turn_id,
+            )
         turn = s.get(Turn, ws.active_turn_id, with_for_update=True)
         assert turn is not None
         turn.cancel_requested = True

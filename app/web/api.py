@@ -65,7 +65,7 @@ def approve(ws_id: str) -> Any:
 @api.post("/workstreams/<ws_id>/cancel")
 @require_token
 def cancel(ws_id: str) -> Any:
-    return _reply(*commands.cancel_turn(_rt(), ws_id, by=g.token_name))
+    return _reply(*commands.cancel_turn(_rt(), ws_id, json_body(), by=g.token_name))
 
 
 @api.get("/workstreams/<ws_id>/history")

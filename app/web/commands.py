@@ -26,5 +26,6 @@ def approve(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int
     return 200, approvals.decide(rt, ws_id, decision).as_dict()
 
 
-def cancel_turn(rt: Runtime, ws_id: str, by: str) -> tuple[int, dict[str, Any]]:
-    return 202, {"turn_id": cancel.cancel(rt, ws_id, by=by), "cancel_requested": True}
+def cancel_turn(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:
+    turn_id = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str))
+    return 202, {"turn_id": turn_id, "cancel_requested": True}

@@ -94,6 +94,12 @@ OPENAPI: dict[str, Any] = {
                     "status": {"type": "string"},
                 },
             },
+            "Cancel": {
+                "type": "object",
+                "properties": {
+                    "turn_id": {"type": "string", "description": "409 unless this turn is the running one"}
+                },
+            },
             "Send": {
                 "type": "object",
                 "required": ["message"],
@@ -165,13 +171,19 @@ OPENAPI: dict[str, Any] = {
             ),
         },
         "/v1/api/workstreams/{ws_id}/cancel": {
-            "post": _op(
-                "Cancel the running turn",
-                "202",
-                {"type": "object"},
-                None,
-                {"409": _json(_ref("Error"), "No turn is running")},
-            ),
+            "post": {
+                **_op(
+                    "Cancel the running turn",
+                    "202",
+                    {"type": "object"},
+                    None,
+                    {"409": _json(_ref("Error"), "No turn is running, or not the one named")},
+                ),
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": _ref("Cancel")}},
+                },
+            },
         },
         "/v1/api/workstreams/{ws_id}/history": {
             "get": _op("The stored conversation", "200", _ref("History")),

@@ -162,7 +162,7 @@ def _command(ws: Any, rt: Runtime, ws_id: str, by: str, text: str) -> None:
         elif kind == "approve":
             status, result = commands.approve(rt, ws_id, body, by=by)
         elif kind == "cancel":
-            status, result = commands.cancel_turn(rt, ws_id, by=by)
+            status, result = commands.cancel_turn(rt, ws_id, body, by=by)
         else:
             raise BadRequestError(f"type: expected 'send', 'approve' or 'cancel', got {kind!r}", field="type")
     except json.JSONDecodeError:

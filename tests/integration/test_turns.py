@@ -182,6 +182,23 @@ def test_cancel_during_the_model_stream_stops_it(api, model, open_socket, workdi
     assert sock.wait_turn_end(api.send(ws_id, "stop"))["state"] == "idle"
 
 
+def test_cancel_naming_a_turn_that_ended_leaves_the_running_one_alone(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(text="quick"), match="first")
+    model.enqueue(Reply(chunks=["slow "] * 20, chunk_delay=0.1), match="second")
+    first = api.send(ws_id, "first")
+    sock.wait_turn_end(first)
+    second = api.send(ws_id, "second")
+    sock.wait_type("content", turn_id=second)
+    late = api.http.post(f"/v1/api/workstreams/{ws_id}/cancel", json={"turn_id": first})
+    assert late.status_code == 409 and late.json()["active_turn_id"] == second
+    assert sock.wait_turn_end(second)["state"] == "idle" and not sock.of_type("cancelled")
+    assert api.history(ws_id)[-1]["content"] == "slow " * 20
+    bad = api.http.post(f"/v1/api/workstreams/{ws_id}/cancel", json={"turn_id": 7})
+    assert bad.status_code == 400 and bad.json()["field"] == "turn_id"
+
+
 def test_cancel_while_parked_denies_the_pending_calls(api, model, open_socket, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir))
     sock = open_socket(ws_id)

@@ -41,5 +41,5 @@ export const api = {
   history: (id) => call("GET", `${ws(id)}/history`),
   send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
-  cancel: (id) => call("POST", `${ws(id)}/cancel`),
+  cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
 };

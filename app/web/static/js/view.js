@@ -67,12 +67,16 @@ export class WorkstreamView {
     const describe = await api.describe(wsId);
     if (wsId !== this.wsId) return;
     this.transcript.loadPending(describe);
+    this.turnId = describe.active_turn_id;
     if (!this.transcript.stateEvents) this.setState(describe.state);
     this.updatePending();
   }
 
   event(e) {
     this.transcript.apply(e);
+    // Cancel names the turn it means, so a click that lands as that turn ends
+    // cannot stop the queued turn that starts next.
+    if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;
     if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change)$/.test(e.type)) this.updatePending();
   }
 
@@ -127,6 +131,6 @@ export class WorkstreamView {
   }
 
   async cancel() {
-    await api.cancel(this.wsId);
+    await api.cancel(this.wsId, this.turnId);
   }
 }
