@@ -57,7 +57,3 @@ class TaskQueue:
 
     def tool_batch(self, turn_id: str, step: int) -> None:
         self.celery.send_task(TOOL_BATCH_TASK, args=[turn_id, step], queue=TOOLS_QUEUE)
-
-    def worker_count(self, timeout: float = 0.5) -> int:
-        replies = self.celery.control.ping(timeout=timeout) or []
-        return len(replies)

@@ -6,4 +6,4 @@ from app.taskqueue import make_celery
 app = make_celery(Settings.load(), name="turnstone-jobs-worker")
 app.set_current()
 
-from workers import tasks  # noqa: E402,F401  (the task bodies register on import of the worker app)
+from workers import presence, tasks  # noqa: E402,F401  (task bodies and signal hooks register here)

@@ -10,6 +10,7 @@ from flask import Blueprint, current_app, jsonify
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from app import presence
 from app.runtime import Runtime
 
 health = Blueprint("health", __name__)
@@ -45,7 +46,7 @@ def _database_ok(rt: Runtime) -> dict[str, Any]:
 
 def _workers(rt: Runtime) -> dict[str, Any]:
     try:
-        count = rt.queue.worker_count()
-    except (redis.RedisError, OSError) as exc:
+        count = presence.count(rt.redis)
+    except redis.RedisError as exc:
         return {"ok": False, "count": 0, "error": type(exc).__name__}
     return {"ok": count > 0, "count": count}

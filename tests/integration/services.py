@@ -20,6 +20,8 @@ import httpx
 import psycopg
 import redis
 
+from app.keys import worker_presence
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 API_TOKEN = "test-token-" + uuid.uuid4().hex[:8]
@@ -148,30 +150,15 @@ class Services:
 
     def start_worker(self) -> None:
         self._worker_seq += 1
+        name = f"w{self._worker_seq}-{os.getpid()}@tests"
         self._spawn(
             "worker",
-            [
-                str(BIN / "celery"),
-                "-A",
-                "workers",
-                "worker",
-                "--pool",
-                "threads",
-                "--concurrency",
-                "8",
-                "--queues",
-                "model_steps,tool_batches",
-                "--hostname",
-                f"w{self._worker_seq}-{os.getpid()}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--loglevel",
-                "INFO",
-            ],
-        )
-        self._wait(
-            lambda: httpx.get(self.base_url + "/health", timeout=5).json()["workers"]["count"] > 0, "worker"
-        )
+            [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads", "--concurrency", "8",
+             "--queues", "model_steps,tool_batches", "--hostname", name,
+             "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+        )  # fmt: skip
+        # Ready when this very worker announces itself (a killed one's key lingers a while).
+        self._wait(lambda: self.redis.exists(worker_presence(name)), "worker")
 
     def start_beat(self) -> None:
         self._spawn(

@@ -1,4 +1,5 @@
-"""The replay log and fencing against a real Redis (a leased test database, flushed after each test)."""
+"""Redis-backed pieces against a real Redis (a leased test database, flushed after each test): the
+replay log and fencing, and worker presence."""
 
 from __future__ import annotations
 
@@ -75,3 +76,17 @@ def test_a_cursor_ahead_of_the_log_means_the_log_was_lost(client):
     log = EventLog(client, maxlen=10)
     log.publish("ws", "content")
     assert log.replay("ws", after=40)[1]
+
+
+def test_worker_presence_is_counted_while_announced_and_gone_once_withdrawn(client):
+    from app import presence
+
+    first, second = presence.Presence(client, "a@host"), presence.Presence(client, "b@host")
+    first.start()
+    second.start()
+    assert presence.count(client) == 2
+    assert 0 < client.ttl("tj:worker:a@host") <= presence.EXPIRES_AFTER_SECONDS  # a crash expires it
+    first.stop()
+    assert presence.count(client) == 1
+    second.stop()
+    assert presence.count(client) == 0

@@ -1,0 +1,25 @@
+"""Announce this worker in Redis while it runs (what /health counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery.signals import worker_ready, worker_shutdown
+
+from app.presence import Presence
+from workers.tasks import runtime
+
+_presence: Presence | None = None
+
+
+@worker_ready.connect
+def _announce(sender: Any = None, **_: Any) -> None:
+    global _presence
+    _presence = Presence(runtime().redis, str(getattr(sender, "hostname", "worker")))
+    _presence.start()
+
+
+@worker_shutdown.connect
+def _withdraw(**_: Any) -> None:
+    if _presence is not None:
+        _presence.stop()
