@@ -9,8 +9,7 @@ EVENT_CHANNEL_PATTERN = PREFIX + ":ws:*:events"
 TURN_FENCE = PREFIX + ":turn:{turn_id}:attempt"  # the attempt allowed to publish
 TURN_CANCEL = PREFIX + ":turn:{turn_id}:cancel"  # set while a cancel is requested
 
-WORKER_PRESENCE = PREFIX + ":worker:{name}"  # renewed while a worker runs
-WORKER_PRESENCE_PATTERN = PREFIX + ":worker:*"
+WORKER_PRESENCE = PREFIX + ":workers"  # sorted set: worker name -> when its presence lapses
 
 FENCE_TTL_SECONDS = 7 * 24 * 3600
 CANCEL_TTL_SECONDS = 24 * 3600
@@ -34,7 +33,3 @@ def turn_fence(turn_id: str) -> str:
 
 def turn_cancel(turn_id: str) -> str:
     return TURN_CANCEL.format(turn_id=turn_id)
-
-
-def worker_presence(name: str) -> str:
-    return WORKER_PRESENCE.format(name=name)

@@ -1,12 +1,15 @@
-"""Which workers are alive: each one renews a Redis key with a short expiry; /health counts them.
+"""Which workers are alive: each one renews its entry in a Redis sorted set, scored by the
+moment it expires; /health counts the entries not yet expired.
 
 A Celery control ping waits out its whole timeout for replies and misses a
-worker that is busy starting; a key that expires unless renewed answers at once.
+worker that is busy starting; an entry that lapses unless renewed answers at
+once, and counting a sorted set costs the same however many keys Redis holds.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 import redis
 
@@ -17,11 +20,11 @@ EXPIRES_AFTER_SECONDS = 15  # three missed renewals: the worker is gone
 
 
 class Presence:
-    """Keeps `tj:worker:<name>` alive while the worker runs."""
+    """Keeps this worker's entry in `tj:workers` from lapsing while the worker runs."""
 
     def __init__(self, client: redis.Redis, name: str) -> None:
         self._redis = client
-        self._key = keys.worker_presence(name)
+        self._name = name
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="worker-presence", daemon=True)
 
@@ -31,7 +34,7 @@ class Presence:
 
     def stop(self) -> None:
         self._stop.set()
-        self._redis.delete(self._key)
+        self._redis.zrem(keys.WORKER_PRESENCE, self._name)
 
     def _run(self) -> None:
         while not self._stop.wait(RENEW_EVERY_SECONDS):
@@ -41,8 +44,18 @@ class Presence:
                 continue  # Redis blinked: the next renewal tries again before the key expires
 
     def _renew(self) -> None:
-        self._redis.set(self._key, 1, ex=EXPIRES_AFTER_SECONDS)
+        self._redis.zadd(keys.WORKER_PRESENCE, {self._name: time.time() + EXPIRES_AFTER_SECONDS})
 
 
 def count(client: redis.Redis) -> int:
-    return sum(1 for _ in client.scan_iter(match=keys.WORKER_PRESENCE_PATTERN, count=100))
+    """Workers whose entry has not lapsed; lapsed ones (crashed workers) are dropped on the way."""
+    now = time.time()
+    with client.pipeline(transaction=True) as pipe:
+        pipe.zremrangebyscore(keys.WORKER_PRESENCE, "-inf", now)
+        pipe.zcard(keys.WORKER_PRESENCE)
+        return int(pipe.execute()[1])
+
+
+def is_present(client: redis.Redis, name: str) -> bool:
+    expires = client.zscore(keys.WORKER_PRESENCE, name)
+    return expires is not None and expires > time.time()

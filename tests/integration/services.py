@@ -20,7 +20,7 @@ import httpx
 import psycopg
 import redis
 
-from app.keys import worker_presence
+from app import presence
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -157,8 +157,8 @@ class Services:
              "--queues", "model_steps,tool_batches", "--hostname", name,
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         )  # fmt: skip
-        # Ready when this very worker announces itself (a killed one's key lingers a while).
-        self._wait(lambda: self.redis.exists(worker_presence(name)), "worker")
+        # Ready when this very worker announces itself (a killed one's entry lingers a while).
+        self._wait(lambda: presence.is_present(self.redis, name), "worker")
 
     def start_beat(self) -> None:
         self._spawn(

@@ -4,6 +4,7 @@ replay log and fencing, and worker presence."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import redis
@@ -84,8 +85,9 @@ def test_worker_presence_is_counted_while_announced_and_gone_once_withdrawn(clie
     first, second = presence.Presence(client, "a@host"), presence.Presence(client, "b@host")
     first.start()
     second.start()
-    assert presence.count(client) == 2
-    assert 0 < client.ttl("tj:worker:a@host") <= presence.EXPIRES_AFTER_SECONDS  # a crash expires it
+    assert presence.count(client) == 2 and presence.is_present(client, "a@host")
+    client.zadd("tj:workers", {"crashed@host": time.time() - 1})  # stopped renewing: lapsed
+    assert presence.count(client) == 2 and not presence.is_present(client, "crashed@host")
     first.stop()
     assert presence.count(client) == 1
     second.stop()
