@@ -61,6 +61,7 @@ function signOut(message = "") {
   token.clear();
   sidebar.stop();
   view.close();
+  $("composer").hidden = true;
   $("app").hidden = true;
   $("login").hidden = false;
   $("login-error").textContent = message;
