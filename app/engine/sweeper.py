@@ -1,4 +1,5 @@
-"""Recovery and housekeeping run by beat: re-queue steps whose worker died, time out approvals."""
+"""Recovery and housekeeping run by beat: re-queue steps whose worker died, start queued turns
+that nobody started, time out approvals."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from sqlalchemy import or_, update
 from sqlmodel import col, select
 
 from app.engine.approvals import Decision, decide
+from app.engine.turns import activate_next
 from app.errors import ConflictError
 from app.runtime import Runtime
-from app.storage.models import Turn, TurnPhase, TurnStatus, utcnow
+from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +27,7 @@ def sweep(rt: Runtime) -> int:
         return 0
     try:
         requeued = requeue_stale(rt)
+        start_orphaned_turns(rt)
         time_out_approvals(rt)
         return requeued
     finally:
@@ -67,6 +70,25 @@ def requeue_stale(rt: Runtime) -> int:
             rt.queue.tool_batch(turn.id, turn.step)
         count += 1
     return count
+
+
+def start_orphaned_turns(rt: Runtime) -> int:
+    """Start queued turns of workstreams with no active turn: a process that ended a turn (or
+    stored a message) and died before starting the next leaves them so. The number started."""
+    with rt.db.session() as s:
+        ws_ids = s.exec(
+            select(Turn.ws_id)
+            .join(Workstream, col(Workstream.id) == col(Turn.ws_id))
+            .where(Turn.status == TurnStatus.QUEUED, col(Workstream.active_turn_id).is_(None))
+            .distinct()
+        ).all()
+    started = 0
+    for ws_id in ws_ids:
+        turn_id = activate_next(rt, ws_id)  # a conditional update: safe beside a concurrent send
+        if turn_id is not None:
+            log.warning("workstream %s: starting queued turn %s that nobody started", ws_id, turn_id)
+            started += 1
+    return started
 
 
 def time_out_approvals(rt: Runtime) -> None:

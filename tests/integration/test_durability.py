@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
+from app.storage.database import Database
+from app.storage.models import Turn
 from tests.fakes.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.integration
@@ -78,3 +82,22 @@ def test_worker_killed_while_parked_for_approval(api, model, services, open_sock
     history = api.history(ws_id)
     _consistent(history)
     assert history[-1]["content"] == "ran it"
+
+
+def test_a_message_stored_by_a_process_that_died_before_starting_it_still_runs(
+    api, model, services, open_socket, workdir
+):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(text="picked up"))
+    # What `send` commits before it starts the turn; its process died in between.
+    db = Database(services.db.url)
+    with db.session() as s:
+        s.add(Turn(id=uuid.uuid4().hex, ws_id=ws_id, message="left behind"))
+    db.dispose()
+    end = sock.wait_turn_end(timeout=30)  # beat's sweeper starts it
+    assert end["state"] == "idle"
+    assert [(m["role"], m["content"]) for m in api.history(ws_id)] == [
+        ("user", "left behind"),
+        ("assistant", "picked up"),
+    ]
