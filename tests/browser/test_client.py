@@ -207,3 +207,17 @@ def test_shift_y_approves_every_pending_call(open_page, api, model, workdir):
     expect(answer(page).last).to_have_text("Both ran.")
     assert page.locator(".card-output").all_inner_texts() == ["one", "two"]
     expect(page.locator(".card-decision").first).to_contain_text("Approved by")
+
+
+def test_reasoning_is_shown_collapsed_above_the_answer(open_page, api, model, workdir):
+    ws_id = api.create_workstream(name="reasoning", working_dir=str(workdir))
+    page = open_page(ws_id)
+    model.enqueue(Reply(reasoning="First I weigh <b>both</b> options.", text="Take the second."))
+    send(page, "which one?")
+    expect(answer(page).last).to_have_text("Take the second.")
+    details = page.locator("details.reasoning").last
+    expect(details).to_be_visible()
+    assert details.get_attribute("open") is None  # collapsed until asked
+    expect(details.locator(".reasoning-text")).to_be_hidden()
+    details.locator("summary").click()
+    expect(details.locator(".reasoning-text")).to_have_text("First I weigh <b>both</b> options.")
