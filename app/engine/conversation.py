@@ -63,6 +63,8 @@ def as_history(row: Message) -> dict[str, Any]:
         "content": images.summary(row.content) if row.role == "tool" and row.content else row.content,
         "created_at": row.created_at.isoformat(),
     }
+    if row.reasoning:
+        entry["reasoning"] = row.reasoning
     if row.tool_calls:
         entry["tool_calls"] = row.tool_calls
     if row.role == "tool":

@@ -35,6 +35,7 @@ RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being 
 @dataclass
 class Reply:
     content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
     tool_calls: list[Any] = field(default_factory=list)  # providers' ToolCallRequest
 
 
@@ -70,7 +71,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         return _fail(rt, fence, str(exc))
     publish(EventType.STREAM_END, step=step)
     if cancelled():  # keep what was said; calls it had begun to ask for are dropped
-        return _store_reply(rt, fence, ws, Reply(content=reply.content), step, TurnStatus.CANCELLED)
+        said = Reply(content=reply.content, reasoning=reply.reasoning)
+        return _store_reply(rt, fence, ws, said, step, TurnStatus.CANCELLED)
     _store_reply(rt, fence, ws, reply, step)
 
 
@@ -103,6 +105,7 @@ def _stream(
                 reply.content.append(event.text)
                 content.add(event.text)
             elif event.kind == "reasoning":
+                reply.reasoning.append(event.text)
                 reasoning.add(event.text)
             elif event.kind == "tool_call":
                 reply.tool_calls.append(event.tool_call)
@@ -132,6 +135,7 @@ def _store_reply(
                 turn_id=turn.id,
                 role="assistant",
                 content="".join(reply.content),
+                reasoning="".join(reply.reasoning) or None,
                 tool_calls=[_as_message_call(p, c) for p, c in prepared] or None,
             )
         )

@@ -105,6 +105,7 @@ class Message(SQLModel, table=True):
     turn_id: str | None = Field(default=None, max_length=32)
     role: str = Field(max_length=16)
     content: str | None = Field(default=None, sa_column=Column(Text))
+    reasoning: str | None = Field(default=None, sa_column=Column(Text))  # assistant: shown, never re-sent
     tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
     tool_call_id: str | None = Field(default=None, max_length=200)
     name: str | None = Field(default=None, max_length=200)

@@ -128,7 +128,27 @@ OPENAPI: dict[str, Any] = {
                 "properties": {
                     "ws_id": {"type": "string"},
                     "last_event_id": {"type": "integer"},
-                    "messages": {"type": "array", "items": {"type": "object"}},
+                    "messages": {"type": "array", "items": _ref("HistoryMessage")},
+                },
+            },
+            "HistoryMessage": {
+                "type": "object",
+                "required": ["id", "turn_id", "role", "content", "created_at"],
+                "properties": {
+                    "id": {"type": "integer"},
+                    "turn_id": {"type": ["string", "null"]},
+                    "role": {"enum": ["user", "assistant", "tool"]},
+                    "content": {"type": ["string", "null"]},
+                    "reasoning": {"type": "string", "description": "assistant: the model's reasoning"},
+                    "tool_calls": {
+                        "type": "array",
+                        "items": {"type": "object"},
+                        "description": "assistant: the calls it asked for, in OpenAI chat form",
+                    },
+                    "tool_call_id": {"type": "string", "description": "tool: the call this is the result of"},
+                    "name": {"type": "string", "description": "tool: the tool's name"},
+                    "is_error": {"type": "boolean", "description": "tool: whether the result is an error"},
+                    "created_at": {"type": "string", "format": "date-time"},
                 },
             },
         },

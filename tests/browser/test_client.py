@@ -221,3 +221,9 @@ def test_reasoning_is_shown_collapsed_above_the_answer(open_page, api, model, wo
     expect(details.locator(".reasoning-text")).to_be_hidden()
     details.locator("summary").click()
     expect(details.locator(".reasoning-text")).to_have_text("First I weigh <b>both</b> options.")
+    page.reload()  # rebuilt from the history: the reasoning is stored with the answer
+    expect(answer(page).last).to_have_text("Take the second.")
+    details = page.locator("details.reasoning").last
+    assert details.get_attribute("open") is None
+    details.locator("summary").click()
+    expect(details.locator(".reasoning-text")).to_have_text("First I weigh <b>both</b> options.")

@@ -336,3 +336,18 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_reasoning_streams_and_is_kept_in_the_history_but_not_sent_back(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(reasoning="weighing it up", text="forty-two"))
+    model.enqueue(Reply(text="still forty-two"))
+    sock.wait_turn_end(api.send(ws_id, "the answer?"))
+    assert "".join(e["text"] for e in sock.of_type("reasoning")) == "weighing it up"
+    answer = api.history(ws_id)[-1]
+    assert (answer["content"], answer["reasoning"]) == ("forty-two", "weighing it up")
+    sock.wait_turn_end(api.send(ws_id, "sure?"))
+    sent = model.history[-1].body["messages"]
+    assert "weighing it up" not in str(sent)
+    assert "reasoning" not in api.history(ws_id)[-1]  # a reply without reasoning has none

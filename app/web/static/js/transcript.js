@@ -48,6 +48,7 @@ export class Transcript {
     turn.storedSteps += 1;
     step.stored = true;
     step.text = m.content || "";
+    step.thinking = m.reasoning || "";
     step.streaming = false;
     this.paintStep(step);
     for (const call of m.tool_calls || []) this.card(turn, step.n, call.id).describe(describeStoredCall(call));
