@@ -39,7 +39,7 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     try:
         text = load_text(resolved, path)
     except FileToolError as exc:
-        return ToolOutcome(f"{exc} (it was there when this edit was prepared)", is_error=True)
+        return ToolOutcome(f"{exc} (it could be edited when this edit was prepared)", is_error=True)
     try:
         new_text, summary = _edited(text, edits, every, batch, path)
     except ReplacementError as exc:
@@ -49,7 +49,10 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
             f"({reason}). The file was left unchanged: read it again, then redo the edit.",
             is_error=True,
         )
-    save_text(resolved, new_text)
+    try:
+        save_text(resolved, new_text)
+    except OSError as exc:  # no permission on the folder, a full disk: the file is untouched
+        return ToolOutcome(f"Error: could not write {path}: {exc.strerror or exc}", is_error=True)
     return ToolOutcome(f"Edited {path}: {summary}")
 
 

@@ -5,7 +5,8 @@ the read-before-edit set, binary sniffing, and text loaded and saved byte for by
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
+import stat
 from typing import Any
 
 from app.tools.base import ToolContext
@@ -27,12 +28,17 @@ def resolve(path: str, ctx: ToolContext) -> str:
 
 
 def path_argument(args: dict[str, Any], key: str, tool: str, required: bool = True) -> str | None:
-    """The string argument `key`, or `FileToolError` naming what is wrong with it."""
+    """The string argument `key`, or `FileToolError` naming what is wrong with it.
+
+    An optional path given as "" counts as not given: models fill optional fields so.
+    """
     value = args.get(key)
-    if value is None and not required:
+    if value in (None, "") and not required:
         return None
     if not isinstance(value, str) or not value.strip():
         raise FileToolError(f"Error: {tool} needs a non-empty '{key}' string")
+    if "\0" in value:
+        raise FileToolError(f"Error: '{key}' contains a NUL character, which no path can hold")
     return value
 
 
@@ -54,6 +60,17 @@ def check_file(resolved: str, shown: str) -> None:
         raise FileToolError(f"Error: {shown} is a directory, not a file")
     if not os.path.exists(resolved):
         raise FileToolError(f"Error: file not found: {shown}")
+    if not os.path.isfile(resolved):
+        # A FIFO would block the reader forever, a device could stream without end.
+        raise FileToolError(f"Error: {shown} is not a regular file (a pipe, socket or device)")
+
+
+def check_target(resolved: str, shown: str) -> None:
+    """`FileToolError` unless `resolved` may be written: a regular file, or nothing yet."""
+    if os.path.isdir(resolved):
+        raise FileToolError(f"Error: {shown} is a directory, not a file")
+    if os.path.exists(resolved):
+        check_file(resolved, shown)
 
 
 def load_text(resolved: str, shown: str) -> str:
@@ -80,11 +97,17 @@ def save_text(resolved: str, text: str) -> None:
     """
     folder = os.path.dirname(resolved)
     os.makedirs(folder, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=".turnstone-", suffix=".tmp")
+    temp = os.path.join(folder, f".turnstone-{secrets.token_hex(8)}.tmp")
+    kept = _mode_of(resolved)
+    # A new file's mode is left to the kernel's umask: reading the umask means setting
+    # it, and tools run on several threads. An existing file's temp starts private and
+    # gets the file's bits before it takes its place.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if kept is None else 0o600)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(text.encode(ENCODING, ROUND_TRIP))
-        _copy_mode(resolved, temp)
+            if kept is not None:
+                os.fchmod(file.fileno(), kept)
         os.replace(temp, resolved)
     except BaseException:
         if os.path.exists(temp):
@@ -92,12 +115,9 @@ def save_text(resolved: str, text: str) -> None:
         raise
 
 
-def _copy_mode(original: str, temp: str) -> None:
+def _mode_of(resolved: str) -> int | None:
+    """The permission bits of an existing file, or None when there is none yet."""
     try:
-        mode = os.stat(original).st_mode
+        return stat.S_IMODE(os.stat(resolved).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)
-        return
-    os.chmod(temp, mode & 0o7777)
+        return None

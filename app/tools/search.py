@@ -54,6 +54,12 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
         query = args.get("query")
         if not isinstance(query, str) or not query:
             raise FileToolError("Error: search needs a non-empty 'query' (a regular expression)")
+        if "\n" in query or "\r" in query:
+            # grep would take each line as a separate pattern, ripgrep refuses it: neither is asked for.
+            raise FileToolError(
+                "Error: search matches one line at a time, so 'query' cannot contain a line break; "
+                "search for one of its lines, or use a|b to find either"
+            )
         path = path_argument(args, "path", TOOL, required=False)
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
@@ -73,6 +79,9 @@ def run(args: dict[str, Any], ctx: ToolContext, ripgrep: str | None) -> ToolOutc
         return ToolOutcome(f"Error: no such file or folder: {shown}", is_error=True)
     if os.path.isdir(target):
         cwd, operand = target, "."
+    elif not os.path.isfile(target):
+        # Named on the command line, a FIFO is read (and waited on) by both programs.
+        return ToolOutcome(f"Error: {shown} is not a regular file or a folder", is_error=True)
     else:
         cwd, operand = os.path.dirname(target), os.path.basename(target)
     argv = _ripgrep_argv(ripgrep, args["query"], operand) if ripgrep else _grep_argv(args["query"], operand)
@@ -97,9 +106,12 @@ def _grep_argv(query: str, operand: str) -> list[str]:
 
 def _ripgrep_argv(ripgrep: str, query: str, operand: str) -> list[str]:
     # --hidden and --no-ignore: search what grep would (ignore files are not ours to honour).
+    # --no-config: a RIPGREP_CONFIG_PATH in the service's environment must not change the
+    # matching (--ignore-case) or the output format this module parses.
     globs = [arg for name in SKIPPED_DIRS for arg in ("--glob", f"!{name}/")]
     return [
         ripgrep,
+        "--no-config",
         "--line-number",
         "--with-filename",
         "--no-heading",

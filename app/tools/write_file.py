@@ -15,6 +15,7 @@ from app.tools.files import (
     ENCODING,
     ROUND_TRIP,
     FileToolError,
+    check_target,
     has_read,
     is_binary,
     mark_read,
@@ -39,8 +40,7 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
         if mode not in MODES:
             raise FileToolError(f"Error: 'mode' must be 'overwrite' or 'append', not {mode!r}")
         resolved = resolve(path, ctx)
-        if os.path.isdir(resolved):
-            raise FileToolError(f"Error: {path} is a directory, not a file")
+        check_target(resolved, path)
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
     clean = {"path": path, "content": content, "mode": mode}
@@ -75,17 +75,28 @@ def _size(content: str) -> str:
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path, content, mode = args["path"], args["content"], args.get("mode", "overwrite")
     resolved = resolve(path, ctx)
-    if os.path.isdir(resolved):
-        return ToolOutcome(f"Error: {path} is a directory, not a file", is_error=True)
+    try:
+        check_target(resolved, path)
+    except FileToolError as exc:
+        return ToolOutcome(str(exc), is_error=True)
     existed = os.path.exists(resolved)
+    try:
+        size = _write(resolved, content, mode)
+    except OSError as exc:  # a parent that is a file, no permission, a full disk
+        return ToolOutcome(f"Error: could not write {path}: {exc.strerror or exc}", is_error=True)
+    mark_read(ctx, resolved)
+    if mode == "append":
+        return ToolOutcome(f"Appended {size:,} bytes to {path}")
+    return ToolOutcome(f"Wrote {size:,} bytes to {path}" + ("" if existed else " (new file)"))
+
+
+def _write(resolved: str, content: str, mode: str) -> int:
+    """Write (or append) `content`, creating parent folders; the number of bytes written."""
     data = content.encode(ENCODING, ROUND_TRIP)
     if mode == "append":
         os.makedirs(os.path.dirname(resolved), exist_ok=True)
         with open(resolved, "ab") as file:
             file.write(data)
-        message = f"Appended {len(data):,} bytes to {path}"
     else:
         save_text(resolved, content)
-        message = f"Wrote {len(data):,} bytes to {path}" + ("" if existed else " (new file)")
-    mark_read(ctx, resolved)
-    return ToolOutcome(message)
+    return len(data)

@@ -7,6 +7,7 @@ import pytest
 from app.settings import ToolSettings
 from app.tools import diff_file
 from app.tools.base import ToolContext
+from app.tools.truncation import truncate
 
 
 @pytest.fixture
@@ -127,4 +128,43 @@ def test_large_diff_stops_early_at_the_truncation_limit(tmp_path):
     output = diff(ctx, path_a="big.txt", content_b="").output
     assert len(output) < 700 and output.endswith(
         "[... diff stopped here: it is longer than 500 characters ...]"
+    )
+
+
+def test_large_diff_fits_within_the_truncation_limit(tmp_path):
+    ctx = ToolContext("ws", str(tmp_path), settings=ToolSettings(truncation=1024))
+    (tmp_path / "big.txt").write_text("".join(f"old {n}\n" for n in range(10_000)))
+    output = diff(ctx, path_a="big.txt", content_b="").output
+    assert len(output) <= 1024 and truncate(output, 1024) == output
+    assert output.endswith("[... diff stopped here: it is longer than 1,024 characters ...]")
+    assert output.splitlines()[-2].startswith("-old ")  # stopped at a whole line
+
+
+def test_diff_just_within_the_limit_is_whole(tmp_path):
+    (tmp_path / "a.txt").write_text("a\n")
+    whole = "--- a.txt\n+++ content_b\n@@ -1 +1 @@\n-a\n+" + "b" * 990
+    ctx = ToolContext("ws", str(tmp_path), settings=ToolSettings(truncation=len(whole) + 1))
+    assert diff(ctx, path_a="a.txt", content_b="b" * 990 + "\n").output == whole
+
+
+def test_missing_path_b_is_an_error(ctx):
+    outcome = diff(ctx, path_a="a.txt", path_b="nope.txt")
+    assert outcome.is_error and outcome.output == "Error: file not found: nope.txt"
+
+
+def test_an_empty_path_b_counts_as_not_given(ctx):
+    assert diff(ctx, path_a="a.txt", path_b="", content_b=numbers()).output == "(no differences)"
+
+
+def test_a_missing_file_is_not_marked_read(ctx):
+    diff_file.prepare({"path_a": "nope.txt", "content_b": "x"}, ctx)
+    assert not ctx.read_paths
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_is_refused_without_waiting_for_a_writer(ctx, tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    outcome = diff(ctx, path_a="a.txt", path_b="pipe")
+    assert (
+        outcome.is_error and outcome.output == "Error: pipe is not a regular file (a pipe, socket or device)"
     )

@@ -1,10 +1,11 @@
 """edit_file: every rule of its spec section and RESOLUTIONS.md, on real files in tmp_path."""
 
+import errno
 import os
 
 import pytest
 
-from app.tools import edit_file
+from app.tools import diff_file, edit_file, read_file, write_file
 from app.tools.base import ToolContext
 
 
@@ -378,3 +379,82 @@ def test_file_without_final_newline_diffs_cleanly(ctx):
     make(ctx, "f.txt", "one\ntwo")
     prep = edit_file.prepare({"path": "f.txt", "old_string": "two", "new_string": "2"}, ctx)
     assert "-two\n\\ No newline at end of file\n+2\n\\ No newline at end of file" in prep.preview
+
+
+def test_read_file_prepared_in_the_same_batch_satisfies_the_guard(ctx):
+    path = make(ctx, "f.txt", "one\n", read=False)
+    read = read_file.prepare({"path": "f.txt"}, ctx)
+    change = edit_file.prepare({"path": "f.txt", "old_string": "one", "new_string": "1"}, ctx)
+    assert change.error is None
+    read_file.execute(read.args, ctx)
+    edit_file.execute(change.args, ctx)
+    assert content(path) == "1\n"
+
+
+def test_diff_file_satisfies_the_guard(ctx):
+    path = make(ctx, "f.txt", "one\n", read=False)
+    diff_file.prepare({"path_a": "f.txt", "content_b": "1\n"}, ctx)
+    assert edit(ctx, old_string="one", new_string="1") == "Edited f.txt: replaced 1 occurrence at line 1."
+    assert content(path) == "1\n"
+
+
+def test_write_file_satisfies_the_guard(ctx):
+    write_file.execute({"path": "f.txt", "content": "one\n", "mode": "overwrite"}, ctx)
+    assert edit(ctx, old_string="one", new_string="1") == "Edited f.txt: replaced 1 occurrence at line 1."
+
+
+def test_many_matches_list_the_first_20_lines_and_count_the_rest(ctx):
+    make(ctx, "f.txt", "x\n" * 25)
+    error = edit(ctx, old_string="x", new_string="y")
+    lines = ", ".join(str(n) for n in range(1, 21))
+    assert f"occurs 25 times in f.txt, at lines {lines} and 5 more;" in error
+
+
+def test_replace_all_replaces_non_overlapping_occurrences(ctx):
+    path = make(ctx, "f.txt", "aaa\n")
+    assert edit(ctx, old_string="aa", new_string="b", replace_all=True).endswith(
+        "replaced all 1 occurrence of old_string."
+    )
+    assert content(path) == "ba\n"
+
+
+@pytest.mark.parametrize("edits", ["not a list", {"old_string": "v", "new_string": "w"}])
+def test_edits_must_be_a_list(ctx, edits):
+    make(ctx, "f.txt", "v\n")
+    assert "'edits' must be a non-empty list" in edit(ctx, edits=edits)
+
+
+def test_each_edit_must_be_an_object(ctx):
+    make(ctx, "f.txt", "v\n")
+    assert "edit 1: each edit must be an object" in edit(ctx, edits=["v"])
+
+
+def test_execute_refuses_when_the_file_became_binary(ctx):
+    path = make(ctx, "f.txt", "x\n")
+    prep = edit_file.prepare({"path": "f.txt", "old_string": "x", "new_string": "y"}, ctx)
+    with open(path, "wb") as file:
+        file.write(b"x\x00\n")
+    outcome = edit_file.execute(prep.args, ctx)
+    assert outcome.is_error and "is a binary file" in outcome.output
+    assert content(path) == "x\x00\n"
+
+
+def test_a_failed_write_is_an_error_and_leaves_the_file(ctx, monkeypatch):
+    path = make(ctx, "f.txt", "x\n")
+    prep = edit_file.prepare({"path": "f.txt", "old_string": "x", "new_string": "y"}, ctx)
+
+    def full_disk(_path, _text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(edit_file, "save_text", full_disk)
+    outcome = edit_file.execute(prep.args, ctx)
+    assert outcome.is_error and outcome.output == "Error: could not write f.txt: No space left on device"
+    assert content(path) == "x\n"
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_is_refused_without_waiting_for_a_writer(ctx, tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    ctx.read_paths.add(str(tmp_path / "pipe"))
+    prep = edit_file.prepare({"path": "pipe", "old_string": "a", "new_string": "b"}, ctx)
+    assert prep.error == "Error: pipe is not a regular file (a pipe, socket or device)"

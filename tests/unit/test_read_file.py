@@ -9,6 +9,8 @@ import pytest
 from app.settings import ModelSettings, ToolSettings
 from app.tools import images, read_file
 from app.tools.base import ToolContext
+from app.tools.pipeline import execute_call, prepare_call
+from app.tools.registry import build_registry
 
 VISION = ModelSettings("m", "openai", "gpt", capabilities={"supports_vision": True})
 NO_VISION = ModelSettings("m", "openai", "local", base_url="http://localhost:8000/v1")
@@ -227,3 +229,61 @@ def test_image_of_exactly_4_mib_is_read(ctx, tmp_path):
 def test_ordinary_text_is_not_image_content():
     assert images.image_content('{"type": "image", "note": "not a marker"}') is None
     assert images.image_content("   1\thello") is None
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_is_refused_without_waiting_for_a_writer(ctx, tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    outcome = read(ctx, path="pipe")
+    assert (
+        outcome.is_error and outcome.output == "Error: pipe is not a regular file (a pipe, socket or device)"
+    )
+    assert not ctx.read_paths
+
+
+def test_a_path_with_a_nul_character_is_refused(ctx):
+    assert read(ctx, path="f\0.txt") == "Error: 'path' contains a NUL character, which no path can hold"
+
+
+def test_offset_and_limit_apply_to_text_files_only(ctx, tmp_path):
+    (tmp_path / "pic.png").write_bytes(PNG)
+    ctx.model = VISION
+    content = images.image_content(read(ctx, path="pic.png", offset=3, limit=1).output)
+    assert content is not None and base64.b64decode(content["data"]) == PNG
+
+
+def test_a_hosted_model_sees_images_by_default(ctx, tmp_path):
+    (tmp_path / "pic.png").write_bytes(PNG)
+    ctx.model = ModelSettings("m", "anthropic", "claude")
+    assert images.image_content(read(ctx, path="pic.png").output) is not None
+
+
+def test_without_vision_an_image_over_4_mib_is_still_described(ctx, tmp_path):
+    (tmp_path / "big.png").write_bytes(b"\x00" * (images.MAX_IMAGE_BYTES + 1))
+    ctx.model = NO_VISION
+    outcome = read(ctx, path="big.png")
+    assert not outcome.is_error and "cannot view images" in outcome.output
+
+
+def test_an_image_is_marked_read_at_prepare(ctx, tmp_path):
+    (tmp_path / "pic.png").write_bytes(PNG)
+    read_file.prepare({"path": "pic.png"}, ctx)
+    assert ctx.read_paths == {os.path.realpath(tmp_path / "pic.png")}
+
+
+def test_a_bare_string_argument_is_the_path(ctx, tmp_path):
+    (tmp_path / "f.txt").write_text("bare\n")
+    registry = build_registry()
+    call = prepare_call(registry, "c1", "read_file", "f.txt", ctx)
+    assert execute_call(registry, call, ctx).output == "   1\tbare"
+
+
+def test_one_line_over_the_truncation_limit_keeps_its_head_and_tail(tmp_path):
+    ctx = ToolContext("ws", str(tmp_path), settings=ToolSettings(truncation=1024))
+    (tmp_path / "wide.txt").write_text("head" + "x" * 5000 + "tail\n")
+    registry = build_registry()
+    output = execute_call(
+        registry, prepare_call(registry, "c1", "read_file", '{"path": "wide.txt"}', ctx), ctx
+    )
+    assert output.output.startswith("   1\thead") and output.output.endswith("tail")
+    assert "characters cut from the middle of this output" in output.output

@@ -1,5 +1,6 @@
 """search: both backends (ripgrep and grep) on real trees, every rule of the spec and RESOLUTIONS.md."""
 
+import os
 import shutil
 
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from app.settings import ToolSettings
 from app.tools import search
 from app.tools.base import ToolContext
+from app.tools.pipeline import execute_call, prepare_call
+from app.tools.registry import build_registry
 
 RIPGREP = search.locate_ripgrep()
 BACKENDS = [
@@ -216,3 +219,67 @@ def test_locate_ripgrep_finds_rg_on_the_path(monkeypatch, tmp_path):
 def test_grep_backend_is_grep_rnIE():
     argv = search._grep_argv("q", ".")
     assert argv[:2] == ["grep", "-rnHIE"] and shutil.which("grep")
+
+
+def test_a_ripgrep_config_in_the_environment_changes_nothing(ctx, tmp_path, rg, monkeypatch):
+    config = tmp_path / "rgconfig"
+    config.write_text("--ignore-case\n--column\n--max-columns=3\n")
+    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
+    write(tmp_path, "f.txt", "needle\nNEEDLE\n")
+    assert find(ctx, rg, query="needle").output == "f.txt:1: needle"
+
+
+@pytest.mark.parametrize("query", ["one\ntwo", "one\r\n"])
+def test_a_query_with_a_line_break_is_refused(ctx, rg, query):
+    assert find(ctx, rg, query=query).startswith(
+        "Error: search matches one line at a time, so 'query' cannot contain a line break"
+    )
+
+
+def test_an_empty_path_means_the_working_directory(ctx, tmp_path, rg):
+    write(tmp_path, "sub/f.txt", "needle\n")
+    assert find(ctx, rg, query="needle", path="").output == "sub/f.txt:1: needle"
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_path_is_refused_without_waiting_for_a_writer(ctx, tmp_path, rg):
+    os.mkfifo(tmp_path / "pipe")
+    outcome = find(ctx, rg, query="x", path="pipe")
+    assert outcome.is_error and outcome.output == "Error: pipe is not a regular file or a folder"
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_inside_the_tree_is_skipped(ctx, tmp_path, rg):
+    os.mkfifo(tmp_path / "pipe")
+    write(tmp_path, "f.txt", "needle\n")
+    assert find(ctx, rg, query="needle").output == "f.txt:1: needle"
+
+
+def test_a_path_resolves_against_the_working_directory_not_the_process(ctx, tmp_path, rg, monkeypatch):
+    monkeypatch.chdir("/")
+    write(tmp_path, "sub/f.txt", "needle\n")
+    assert find(ctx, rg, query="needle", path="sub").output == "sub/f.txt:1: needle"
+
+
+def test_a_bare_string_argument_is_the_query(ctx, tmp_path):
+    write(tmp_path, "f.txt", "needle\n")
+    registry = build_registry()
+    call = prepare_call(registry, "c1", "search", "needle", ctx)
+    assert execute_call(registry, call, ctx).output == "f.txt:1: needle"
+
+
+def test_a_result_over_the_truncation_limit_keeps_its_head_and_tail(tmp_path):
+    ctx = ToolContext("ws", str(tmp_path), settings=ToolSettings(truncation=1024))
+    write(tmp_path, "a.txt", "hit first\n")
+    write(tmp_path, "m.txt", "hit\n" * 90)
+    write(tmp_path, "z.txt", "hit last\n")
+    registry = build_registry()
+    output = execute_call(
+        registry, prepare_call(registry, "c1", "search", '{"query": "hit"}', ctx), ctx
+    ).output
+    assert output.startswith("a.txt:1: hit first") and output.endswith("z.txt:1: hit last")
+    assert "characters cut from the middle of this output" in output
+
+
+def test_ripgrep_is_told_to_ignore_its_config_file():
+    assert "--no-config" in search._ripgrep_argv("rg", "q", ".")

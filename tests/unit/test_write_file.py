@@ -6,6 +6,8 @@ import pytest
 
 from app.tools import write_file
 from app.tools.base import ToolContext
+from app.tools.pipeline import prepare_call
+from app.tools.registry import build_registry
 
 
 @pytest.fixture
@@ -145,3 +147,59 @@ def test_relative_paths_resolve_against_the_working_directory(ctx, tmp_path, mon
     monkeypatch.chdir("/")
     write(ctx, path="rel.txt", content="x")
     assert (tmp_path / "rel.txt").exists()
+
+
+def test_append_creates_missing_parent_folders(ctx, tmp_path):
+    write(ctx, path="logs/today/run.log", content="started\n", mode="append")
+    assert (tmp_path / "logs" / "today" / "run.log").read_text() == "started\n"
+
+
+def test_a_new_file_gets_the_usual_permissions(ctx, tmp_path):
+    old = os.umask(0o027)
+    try:
+        write(ctx, path="f.txt", content="x")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "f.txt").st_mode & 0o777 == 0o640
+
+
+def test_overwrite_keeps_the_files_permissions(ctx, tmp_path):
+    (tmp_path / "secret.txt").write_text("old\n")
+    os.chmod(tmp_path / "secret.txt", 0o600)
+    write(ctx, path="secret.txt", content="new\n")
+    assert os.stat(tmp_path / "secret.txt").st_mode & 0o777 == 0o600
+
+
+def test_overwrite_leaves_no_temporary_file_behind(ctx, tmp_path):
+    (tmp_path / "f.txt").write_text("old\n")
+    write(ctx, path="f.txt", content="new\n")
+    assert os.listdir(tmp_path) == ["f.txt"]
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_is_refused_without_waiting_for_a_reader(ctx, tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    for mode in ("overwrite", "append"):
+        prep = write_file.prepare({"path": "pipe", "content": "x", "mode": mode}, ctx)
+        assert prep.error == "Error: pipe is not a regular file (a pipe, socket or device)"
+
+
+def test_a_parent_that_is_a_file_is_an_error(ctx, tmp_path):
+    (tmp_path / "notes").write_text("a file\n")
+    prep = write_file.prepare({"path": "notes/today.txt", "content": "x"}, ctx)
+    outcome = write_file.execute(prep.args, ctx)
+    assert outcome.is_error and outcome.output.startswith("Error: could not write notes/today.txt:")
+    assert not ctx.read_paths
+
+
+def test_an_appended_file_counts_as_read(ctx, tmp_path):
+    prep = write_file.prepare({"path": "log.txt", "content": "x", "mode": "append"}, ctx)
+    write_file.execute(prep.args, ctx)
+    assert ctx.read_paths == {os.path.realpath(tmp_path / "log.txt")}
+
+
+def test_a_bare_string_argument_is_the_content(ctx):
+    registry = build_registry()
+    call = prepare_call(registry, "c1", "write_file", "just text", ctx)
+    assert call.args == {"content": "just text"}
+    assert call.error == "Error: write_file needs a non-empty 'path' string"
