@@ -49,10 +49,12 @@ _PATTERNS = (
 )
 _SEGMENT_SPLIT = re.compile(r"\$\(|[;&|\n(){}`]")
 _ROOT = re.compile(r"/+(?:\.|\*)?/*")
+_DISK_PATH = re.compile(rf"{_DISK}\w*")
 
 
 def blocked_pattern(command: str) -> str | None:
     """The dangerous pattern `command` matches, or None."""
+    command = sanitized(command)
     for label, pattern in _PATTERNS:
         if pattern.search(command):
             return label
@@ -84,7 +86,17 @@ def _blocked_segment(words: list[str]) -> str | None:
             return "chmod -R 777 /" if program == "chmod" else "chown -R /"
         if program == "mv" and targets and _ROOT.fullmatch(targets[0]):
             return "mv /"
+        if _writes_disk(program, targets):
+            return f"{program} /dev/<disk>"
     return None
+
+
+def _writes_disk(program: str, targets: list[str]) -> bool:
+    """`tee /dev/sda`, `cp image /dev/sda`: the other ways to write a raw disk.
+    Copying *from* a disk (`cp /dev/sda disk.img`) stays allowed."""
+    if program == "tee":
+        return any(_DISK_PATH.fullmatch(t) for t in targets)
+    return program == "cp" and len(targets) > 1 and _DISK_PATH.fullmatch(targets[-1]) is not None
 
 
 def _program(words: list[str]) -> str | None:
@@ -115,8 +127,17 @@ def _has_flag(flags: list[str], letters: str, long_name: str) -> bool:
 # -- prepare ------------------------------------------------------------------
 
 
+def sanitized(command: str) -> str:
+    """The command as bash will read it: NUL bytes dropped (bash skips them, so
+    `r\0m -rf /` runs `rm -rf /` and must be checked as that) and Windows line
+    endings made Unix ones (a stray CR would end up inside the last word)."""
+    return command.replace("\x00", "").replace("\r\n", "\n")
+
+
 def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     command = args.get("command")
+    if isinstance(command, str):
+        command = sanitized(command)
     if not isinstance(command, str) or not command.strip():
         return _refusal(args, "Error: bash needs a non-empty 'command' string")
     clean: dict[str, Any] = {"command": command}
@@ -230,11 +251,15 @@ class _Run:
     def _take(self, name: str, text: str | None) -> None:
         if text is None:
             self.open_streams -= 1
-        elif name == "stderr":
+            return
+        # Redacted before it is kept: a cut made later could split a secret
+        # so that the whole-output redaction no longer recognises it.
+        text = redact(text, self.secrets)
+        if name == "stderr":
             self.stderr.add(text)
         elif text:
             self.stdout.add(text)
-            self.ctx.emit_output(redact(text, self.secrets))
+            self.ctx.emit_output(text)
 
     def drain(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -262,17 +287,18 @@ def _script(command: str, stop_on_error: bool) -> str:
 
 def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -> ToolOutcome:
     environ = dict(os.environ)
+    known = _service_secrets(ctx)
     proc = subprocess.Popen(
         ["bash", script],
         cwd=ctx.working_dir,
-        env=scrubbed_environment(environ),
+        env=scrubbed_environment(environ, known),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, killed as one
     )
     cap = BUFFER_FACTOR * ctx.settings.truncation
-    run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ), ctx)
+    run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
     stop = threading.Event()
     for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
         threading.Thread(target=_read, args=(stream, name, run.lines, stop), daemon=True).start()
@@ -283,6 +309,11 @@ def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -
         stop.set()
     returncode = proc.wait()
     return _outcome(run, returncode, stopped, timeout, stop_on_error)
+
+
+def _service_secrets(ctx: ToolContext) -> list[str]:
+    """Secrets the service holds that a command must not see, whatever variable carries them."""
+    return [ctx.model.api_key] if ctx.model is not None and ctx.model.api_key else []
 
 
 def _supervise(run: _Run, deadline: float) -> str | None:

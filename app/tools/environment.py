@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from app.settings import SERVICE_SECRET_ENV
 
 SECRET_SUFFIXES = ("_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL", "_CREDENTIALS")
-BROKER_ENV = ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
+# The broker's URLs (DATABASE_URL and REDIS_URL are service secrets already),
+# and libpq's password variable, which carries the database password when the
+# URL leaves it out.
+DATABASE_ENV = ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "PGPASSWORD")
 MIN_SECRET_LENGTH = 8  # shorter values would redact ordinary words
 REDACTED = "[redacted]"
 
@@ -20,25 +23,30 @@ REDACTED = "[redacted]"
 _URL_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:([^/@\s]+)@", re.IGNORECASE)
 
 
-def is_secret(name: str, value: str) -> bool:
+def is_secret(name: str, value: str, known: Collection[str] = ()) -> bool:
+    """Whether a variable must not reach a subprocess: by its name, by a password
+    inside it, or because its value is a secret the service holds (a model's API
+    key read from a variable of any name)."""
     upper = name.upper()
     return (
         upper.endswith(SECRET_SUFFIXES)
         or upper in SERVICE_SECRET_ENV
-        or upper in BROKER_ENV
+        or upper in DATABASE_ENV
         or _URL_PASSWORD.search(value) is not None
+        or (bool(value) and value in known)
     )
 
 
-def scrubbed_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    return {name: value for name, value in environ.items() if not is_secret(name, value)}
+def scrubbed_environment(environ: Mapping[str, str], known: Collection[str] = ()) -> dict[str, str]:
+    return {name: value for name, value in environ.items() if not is_secret(name, value, known)}
 
 
-def secret_values(environ: Mapping[str, str]) -> list[str]:
-    """The removed values worth redacting (and the passwords inside URLs), longest first."""
-    values = set()
+def secret_values(environ: Mapping[str, str], known: Collection[str] = ()) -> list[str]:
+    """The values worth redacting, longest first: the removed ones, the passwords
+    inside URLs, and the `known` secrets even when no variable holds them."""
+    values = {v for v in known if v}
     for name, value in environ.items():
-        if not is_secret(name, value):
+        if not is_secret(name, value, known):
             continue
         values.add(value)
         values.update(match.group(1) for match in _URL_PASSWORD.finditer(value))

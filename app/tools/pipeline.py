@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 from app.settings import TOOL_POOL_SIZE
 from app.tools import images
-from app.tools.base import ToolContext, ToolOutcome
-from app.tools.registry import Registry
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.registry import TASK, Registry
 from app.tools.truncation import truncate
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,11 @@ class ArgumentsError(ValueError):
 def parse_arguments(raw: str | None, primary_key: str) -> dict[str, Any]:
     """The argument object from the model's raw text.
 
-    A bare string that is not JSON (`ls -la`), or a JSON string, becomes
-    `{primary_key: string}`. Text that tries to be an object or array but is
-    broken cannot be rescued that way: it would become a wrong argument.
+    A bare string that is not JSON (`ls -la`), a JSON string, or a bare word
+    that JSON reads as a number, boolean or null (`bash("true")`,
+    `search("404")`) becomes `{primary_key: string}`. Text that tries to be an
+    object or array but is broken cannot be rescued that way: it would become
+    a wrong argument.
     """
     text = (raw or "").strip()
     if not text:
@@ -78,6 +80,8 @@ def parse_arguments(raw: str | None, primary_key: str) -> dict[str, Any]:
             return {primary_key: raw}
     if isinstance(value, str):
         return {primary_key: value}
+    if value is None or isinstance(value, (bool, int, float)):
+        return {primary_key: text}
     if not isinstance(value, dict):
         raise ArgumentsError(f"arguments must be a JSON object, not {type(value).__name__}")
     return value
@@ -88,7 +92,7 @@ def _leading_object(text: str, error: json.JSONDecodeError) -> Any:
     try:
         value, _end = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError:
-        raise ArgumentsError(f"arguments are not valid JSON ({error.msg} at {error.pos})") from None
+        raise ArgumentsError(f"arguments are not valid JSON ({error}); send one JSON object") from None
     return value
 
 
@@ -96,13 +100,13 @@ def prepare_call(
     registry: Registry, call_id: str, name: str, raw_arguments: str | None, ctx: ToolContext
 ) -> PreparedCall:
     """Phase 1: a prepared call, or an error item that will not be executed."""
+    shown = name if len(name) <= MAX_NAME_IN_ERROR else name[:MAX_NAME_IN_ERROR] + "..."
 
     def error_item(message: str, args: dict[str, Any] | None = None) -> PreparedCall:
-        return PreparedCall(call_id, name, args or {}, header=name, error=message)
+        return PreparedCall(call_id, name, args or {}, header=shown, error=message)
 
     if not registry.is_offered(name, ctx.kind):
         offered = ", ".join(registry.offered_names(ctx.kind)) or "none"
-        shown = name if len(name) <= MAX_NAME_IN_ERROR else name[:MAX_NAME_IN_ERROR] + "..."
         return error_item(f"Unknown tool: {shown}. Available tools: {offered}")
     try:
         args = parse_arguments(raw_arguments, registry.primary_key_map[name])
@@ -110,12 +114,24 @@ def prepare_call(
         return error_item(f"Error: {name}: {exc}")
     try:
         prep = registry.handler(name).prepare(args, ctx)
+        if not isinstance(prep, Preparation):
+            raise TypeError(f"prepare() returned {type(prep).__name__}, not a Preparation")
     except Exception as exc:  # the tool boundary: a handler bug is a result, not a crash
         log.exception("preparing %s call %s failed", name, call_id)
         return error_item(f"Error: could not prepare {name}: {exc}", args)
     if prep.error is not None:
         return PreparedCall(call_id, name, prep.args, prep.header, prep.preview, False, prep.error)
-    return PreparedCall(call_id, name, prep.args, prep.header, prep.preview, prep.needs_approval, None)
+    return PreparedCall(
+        call_id, name, prep.args, prep.header, prep.preview, _needs_approval(registry, name, prep, ctx), None
+    )
+
+
+def _needs_approval(registry: Registry, name: str, prep: Preparation, ctx: ToolContext) -> bool:
+    # A task sub-agent skips confirmation for TASK_AUTO_TOOLS (the schema's
+    # auto_approve), even where an interactive session would ask (web_fetch).
+    if ctx.kind == TASK and name in registry.task_auto_tools:
+        return False
+    return prep.needs_approval
 
 
 def execute_call(registry: Registry, call: PreparedCall, ctx: ToolContext) -> ToolOutcome:

@@ -131,7 +131,14 @@ def _overlay_parameters(base: Mapping[str, Any], overlay: Mapping[str, Any] | No
 
 
 class Registry:
-    """Every built-in tool definition, the handlers that exist, and the derived sets."""
+    """Every built-in tool definition, the handlers that exist, and the derived sets.
+
+    The spec's names: `tools` is TOOLS, `task_agent_tools` TASK_AGENT_TOOLS,
+    `task_auto_tools` TASK_AUTO_TOOLS, `builtin_tool_names` BUILTIN_TOOL_NAMES,
+    `primary_key_map` PRIMARY_KEY_MAP; `interactive_tools` and
+    `coordinator_tools` are the per-kind lists. All come from the schema files,
+    whether or not a handler exists; `model_tools` offers only those with one.
+    """
 
     def __init__(self, definitions: list[ToolDefinition], handlers: Mapping[str, ToolHandler]):
         self.tools = definitions
@@ -238,21 +245,47 @@ def _check_definition(path: Path, data: dict[str, Any]) -> None:
         raise RegistryError(f"{where}: name {name!r} does not match the file name")
     if not isinstance(data.get("description"), str) or not data["description"].strip():
         raise RegistryError(f"{where}: needs a non-empty 'description'")
-    parameters = data.get("parameters")
+    properties = _check_parameters(where, data.get("parameters"))
+    _check_primary_key(where, data, properties)
+    _check_flags_and_notes(where, data)
+    _check_variants(where, data.get("kind_variants", {}))
+
+
+def _check_parameters(where: str, parameters: Any) -> dict[str, Any]:
+    """The declared properties, once the schema is an object whose required ones exist."""
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         raise RegistryError(f"{where}: 'parameters' must be a JSON schema of type object")
     properties = parameters.get("properties", {})
-    if "primary_key" not in data:
-        raise RegistryError(f"{where}: missing 'primary_key'")
-    if data["primary_key"] not in properties:
-        raise RegistryError(f"{where}: primary_key {data['primary_key']!r} is not a parameter")
+    if not isinstance(properties, dict):
+        raise RegistryError(f"{where}: 'parameters.properties' must be an object")
+    missing = [str(r) for r in parameters.get("required", []) if r not in properties]
+    if missing:
+        raise RegistryError(f"{where}: required parameter(s) not declared: {', '.join(missing)}")
+    return properties
+
+
+def _check_flags_and_notes(where: str, data: dict[str, Any]) -> None:
     for key in _BOOL_META:
         if key in data and not isinstance(data[key], bool):
             raise RegistryError(f"{where}: {key!r} must be true or false")
     for key, placeholder in (("cwd_note", "{working_dir}"), ("workspace_note", "{workspace_dir}")):
-        if key in data and placeholder not in str(data[key]):
+        if key not in data:
+            continue
+        if not isinstance(data[key], str):
+            raise RegistryError(f"{where}: {key!r} must be a string")
+        if placeholder not in data[key]:
             raise RegistryError(f"{where}: {key!r} must contain {placeholder}")
-    _check_variants(where, data.get("kind_variants", {}))
+
+
+def _check_primary_key(where: str, data: dict[str, Any], properties: dict[str, Any]) -> None:
+    # Every tool has one: it is what rescues a call whose arguments are a bare string.
+    if "primary_key" not in data:
+        raise RegistryError(f"{where}: missing 'primary_key'")
+    key = data["primary_key"]
+    if not isinstance(key, str) or key not in properties:
+        raise RegistryError(f"{where}: primary_key {key!r} is not a parameter")
+    if not isinstance(properties[key], dict) or properties[key].get("type") != "string":
+        raise RegistryError(f"{where}: primary_key {key!r} must be a string parameter")
 
 
 def _check_variants(where: str, variants: Any) -> None:

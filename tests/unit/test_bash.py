@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import ToolSettings
+from app.settings import ModelSettings, ToolSettings
 from app.tools import bash
 from app.tools.base import ToolContext
 
@@ -77,6 +77,9 @@ BLOCKED = [
     ("chmod -R 777 /", "chmod -R 777 /"),
     ("cat /proc/self/environ", "/proc/*/environ"),
     ("tr '\\0' '\\n' < /proc/1/environ", "/proc/*/environ"),
+    ("cat img | sudo tee /dev/sdb > /dev/null", "tee /dev/<disk>"),
+    ("cp disk.img /dev/nvme0n1", "cp /dev/<disk>"),
+    ("r\x00m -rf /", "rm -rf /"),
 ]
 
 SAFE = [
@@ -96,6 +99,8 @@ SAFE = [
     "cat /var/log/reboot",
     "pip install mkfs-docs-tool",
     "f() { echo hi; }; f",
+    "cp /dev/sda disk.img",
+    "make 2>&1 | tee build.log",
 ]
 
 
@@ -295,3 +300,75 @@ def test_a_missing_working_directory_is_an_error(tmp_path):
     ctx = ToolContext("ws", str(tmp_path / "gone"))
     outcome = bash.execute({"command": "pwd", "stop_on_error": False}, ctx)
     assert outcome.is_error and "does not exist" in outcome.output
+
+
+# -- more of the spec and RESOLUTIONS -------------------------------------------
+
+
+def test_windows_line_endings_are_made_unix(tmp_path):
+    (tmp_path / "sub").mkdir()
+    prep = bash.prepare({"command": "cd sub\r\npwd\r\n"}, context(tmp_path))
+    assert prep.args["command"] == "cd sub\npwd\n"
+    assert bash.execute(prep.args, context(tmp_path)).output == str(tmp_path / "sub")
+
+
+def test_preview_notes_stop_on_error(tmp_path):
+    prep = bash.prepare({"command": "make", "stop_on_error": True}, context(tmp_path))
+    assert prep.preview == "make\n(stop on error)"
+    assert prep.args == {"command": "make", "stop_on_error": True}
+
+
+def test_an_omitted_timeout_is_left_to_the_setting(tmp_path):
+    prep = bash.prepare({"command": "ls"}, context(tmp_path))
+    assert "timeout" not in prep.args and prep.args["stop_on_error"] is False
+
+
+def test_exit_code_follows_stdout_and_stderr(tmp_path):
+    outcome = run(tmp_path, "echo out; echo err >&2; exit 3")
+    assert outcome.output == "out\n[stderr] err\n[exit code: 3]"
+    assert outcome.is_error is True
+
+
+def test_stop_on_error_with_a_clean_run_is_not_an_error(tmp_path):
+    outcome = run(tmp_path, "echo fine", stop_on_error=True)
+    assert outcome.output == "fine" and outcome.is_error is False
+
+
+def test_a_terminating_signal_is_an_error_that_keeps_earlier_output(tmp_path):
+    outcome = run(tmp_path, "echo before; kill -TERM $$")
+    assert outcome.output == "before\n[killed by signal SIGTERM]"
+    assert outcome.is_error is True
+
+
+def test_cancel_kills_the_process_group(tmp_path):
+    cancel_at = time.monotonic() + 0.5
+    outcome = run(
+        tmp_path, "sleep 300 & echo $!; sleep 30", is_cancelled=lambda: time.monotonic() >= cancel_at
+    )
+    assert "[cancelled and stopped" in outcome.output
+    assert gone_soon(int(outcome.output.splitlines()[0]))
+
+
+def test_timeout_keeps_partial_stderr_too(tmp_path):
+    outcome = run(tmp_path, "echo half-done >&2; sleep 30", timeout=1)
+    assert outcome.output.startswith("[stderr] half-done\n[timed out after 1 s")
+
+
+def test_the_model_api_key_is_scrubbed_whatever_its_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_AUTH", "sk-model-0123456789")
+    model = ModelSettings("default", "openai", "m", api_key="sk-model-0123456789")
+    ctx = context(tmp_path, model=model)
+    prep = bash.prepare({"command": "env; echo sk-model-0123456789"}, ctx)
+    outcome = bash.execute(prep.args, ctx)
+    assert "LLM_AUTH" not in outcome.output and "sk-model" not in outcome.output
+    assert outcome.output.endswith("[redacted]")
+
+
+def test_a_secret_at_the_edge_of_the_kept_output_is_redacted_whole(tmp_path, monkeypatch):
+    # 1,024 characters of truncation keep 2,048 of stdout's head: the secret straddles that edge.
+    monkeypatch.setenv("MY_API_KEY", "sk-edge-0123456789abcdef")
+    settings = ToolSettings(timeout=20, truncation=1024)
+    command = "printf 'x%.0s' $(seq 2040); echo sk-edge-0123456789abcdef; yes | head -c 50000"
+    outcome = run(tmp_path, command, settings=settings)
+    assert "characters not kept" in outcome.output
+    assert "sk-edge" not in outcome.output

@@ -74,3 +74,16 @@ def test_redact_replaces_every_occurrence():
 def test_redact_replaces_the_longest_value_whole():
     text = redact("x=abcdefgh12345678", ["abcdefgh", "abcdefgh12345678"])
     assert text == "x=[redacted]"
+
+
+def test_the_libpq_password_variable_is_removed():
+    assert scrubbed_environment({**ORDINARY, "PGPASSWORD": "db-password-1"}) == ORDINARY
+
+
+def test_a_known_secret_is_removed_whatever_its_variable_is_called():
+    env = scrubbed_environment({**ORDINARY, "LLM_AUTH": "sk-model-123456"}, known=["sk-model-123456"])
+    assert env == ORDINARY
+
+
+def test_known_secrets_are_redacted_even_when_no_variable_holds_them():
+    assert secret_values(ORDINARY, known=["sk-model-123456", ""]) == ["sk-model-123456"]

@@ -4,6 +4,9 @@ import json
 import logging
 import threading
 import time
+import types
+
+import pytest
 
 from app.settings import ToolSettings
 from app.tools import images
@@ -189,3 +192,98 @@ def test_long_text_that_only_looks_like_a_marker_is_truncated(tmp_path):
     call = PreparedCall("c1", "search", {"query": "x"})
     outcome = execute_call(registry_with(Recorder(output)), call, context(tmp_path, truncation=100))
     assert "characters cut from the middle" in outcome.output and len(outcome.output) < 300
+
+
+# -- phase 1: arguments, names, handler answers --------------------------------
+
+
+@pytest.mark.parametrize("raw", ["true", "404", "null", "3.5"])
+def test_a_bare_word_json_reads_as_a_scalar_uses_the_primary_key(tmp_path, raw):
+    call = prepare_call(build_registry(), "c1", "bash", raw, context(tmp_path))
+    assert call.error is None and call.args["command"] == raw
+
+
+def test_malformed_json_error_says_where_and_what_to_send(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", '{"command": "ls', context(tmp_path))
+    assert "line 1 column 13" in call.error and call.error.endswith("send one JSON object")
+
+
+def test_a_malformed_call_is_never_executed(tmp_path):
+    handler = Recorder()
+    registry = registry_with(handler)
+    call = prepare_call(registry, "c1", "search", '{"query": ', context(tmp_path))
+    outcome = execute_call(registry, call, context(tmp_path))
+    assert outcome.is_error and outcome.output == call.error
+    assert handler.prepared == [] and handler.executed == []
+
+
+def test_a_call_refused_at_prepare_is_never_executed(tmp_path):
+    registry = build_registry()
+    marker = tmp_path / "ran"
+    call = prepare_call(registry, "c1", "bash", f"touch {marker}; rm -rf /", context(tmp_path))
+    outcome = execute_call(registry, call, context(tmp_path))
+    assert outcome == ToolOutcome("Blocked: command matches dangerous pattern 'rm -rf /'", is_error=True)
+    assert not marker.exists()
+
+
+def test_a_long_unknown_name_is_cut_in_the_header_too(tmp_path):
+    call = prepare_call(build_registry(), "c1", "x" * 500, "{}", context(tmp_path))
+    assert call.header == "x" * 80 + "..."
+    assert call.error.startswith("Unknown tool: " + "x" * 80 + "...")
+
+
+def test_a_prepare_that_returns_no_preparation_is_an_error_item(tmp_path):
+    handler = types.SimpleNamespace(prepare=lambda args, ctx: None, execute=lambda args, ctx: None)
+    call = prepare_call(registry_with(handler), "c1", "search", "x", context(tmp_path))
+    assert call.error == "Error: could not prepare search: prepare() returned NoneType, not a Preparation"
+
+
+class Asking(Recorder):
+    """A handler that, like web_fetch in an interactive session, asks for approval."""
+
+    def prepare(self, args, ctx):
+        return Preparation(args, "fetch", needs_approval=True)
+
+
+def test_task_sessions_run_task_auto_tools_unprompted(tmp_path):
+    registry = build_registry({"web_fetch": Asking()})
+    raw = '{"url": "https://example.com", "question": "what?"}'
+    interactive = prepare_call(registry, "c1", "web_fetch", raw, context(tmp_path))
+    task = prepare_call(registry, "c2", "web_fetch", raw, context(tmp_path, kind="task"))
+    assert interactive.needs_approval is True
+    assert task.needs_approval is False
+
+
+def test_task_sessions_still_ask_before_other_tools(tmp_path):
+    call = prepare_call(build_registry(), "c1", "bash", "ls", context(tmp_path, kind="task"))
+    assert call.needs_approval is True
+
+
+# -- phase 3: execution -----------------------------------------------------------
+
+
+def test_run_calls_runs_at_most_four_at_once():
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def work(_n):
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.1)
+        with lock:
+            running -= 1
+
+    run_calls(list(range(10)), work)
+    assert most == 4
+
+
+def test_bash_output_past_the_setting_keeps_its_head_and_tail(tmp_path):
+    registry = build_registry()
+    command = "echo FIRST; yes 0123456789 | head -c 100000; echo LAST"
+    call = prepare_call(registry, "c1", "bash", command, context(tmp_path))
+    outcome = execute_call(registry, call, context(tmp_path, truncation=2000))
+    assert outcome.output.startswith("FIRST\n") and outcome.output.endswith("LAST")
+    assert "characters cut from the middle of this output" in outcome.output
+    assert len(outcome.output) < 2200

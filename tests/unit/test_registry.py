@@ -270,3 +270,168 @@ def test_a_valid_custom_schema_dir_loads(tmp_path):
     write_schema(tmp_path, "alpha", task_agent=True)
     registry = build_registry(handlers_for("alpha"), tmp_path)
     assert offered(registry, "task") == ["alpha"]
+
+
+# -- the schema files against the spec's parameter tables ----------------------
+
+# tool: (required parameters, optional parameters), as TOOLS-SPEC.md lists them
+SPEC_PARAMETERS = {
+    "bash": ({"command"}, {"timeout", "stop_on_error"}),
+    "read_file": ({"path"}, {"offset", "limit"}),
+    "write_file": ({"path", "content"}, {"mode"}),
+    "edit_file": ({"path"}, {"old_string", "new_string", "near_line", "edits", "replace_all"}),
+    "diff_file": ({"path_a"}, {"path_b", "content_b", "context_lines"}),
+    "search": ({"query"}, {"path"}),
+    "web_fetch": ({"url", "question"}, set()),
+    "web_search": ({"query"}, {"max_results", "category"}),
+    "open_preview": ({"target"}, {"kind", "title"}),
+    "task_agent": ({"prompt"}, set()),
+    "memory": ({"action"}, {"name", "content", "description", "type", "scope", "query", "limit"}),
+    "recall": ({"query"}, {"limit"}),
+    "notify": ({"message"}, {"username", "channel_type", "channel_id", "title"}),
+    "watch": ({"action"}, {"command", "poll_every", "stop_on", "name", "max_polls"}),
+    "read_resource": ({"uri"}, set()),
+    "use_prompt": ({"name"}, {"arguments"}),
+    "skill": ({"action"}, {"name", "query"}),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(SPEC_PARAMETERS))
+def test_schema_parameters_follow_the_spec(tool):
+    required, optional = SPEC_PARAMETERS[tool]
+    parameters = build_registry().definition(tool).parameters
+    assert set(parameters["required"]) == required
+    assert set(parameters["properties"]) == required | optional
+
+
+@pytest.mark.parametrize("tool", sorted(ALL_TOOLS))
+def test_every_parameter_is_described_for_the_model(tool):
+    for name, schema in build_registry().definition(tool).parameters["properties"].items():
+        assert schema.get("type"), f"{tool}.{name} has no type"
+        assert schema.get("description", "").strip(), f"{tool}.{name} has no description"
+
+
+def test_bash_timeout_is_declared_as_1_to_600_seconds():
+    timeout = build_registry().definition("bash").parameters["properties"]["timeout"]
+    assert (timeout["type"], timeout["minimum"], timeout["maximum"]) == ("integer", 1, 600)
+
+
+@pytest.mark.parametrize(
+    ("tool", "auto_approve"),
+    [
+        ("bash", False),
+        ("read_file", True),
+        ("write_file", False),
+        ("edit_file", False),
+        ("diff_file", True),
+        ("search", True),
+        # RESOLUTIONS: true puts them in TASK_AUTO_TOOLS; interactive sessions still ask.
+        ("web_fetch", True),
+        ("web_search", True),
+        ("open_preview", False),
+        ("task_agent", False),
+        ("memory", True),
+        ("recall", True),
+        ("notify", True),
+        ("watch", False),
+        ("read_resource", False),
+        ("use_prompt", False),
+        ("skill", False),
+    ],
+)
+def test_auto_approve_metadata_follows_the_summary_table(tool, auto_approve):
+    assert build_registry().definition(tool).is_auto_approve is auto_approve
+
+
+def test_tools_holds_every_definition_whether_or_not_it_has_a_handler():
+    registry = build_registry({})
+    assert names(registry.tools) == ALL_TOOLS
+    assert registry.model_tools("interactive", "/work", None) == []
+
+
+# -- session kinds, variants and notes ---------------------------------------
+
+
+def test_a_coordinator_only_tool_is_stripped_from_interactive_sessions(tmp_path):
+    write_schema(tmp_path, "alpha", coordinator=True)
+    write_schema(tmp_path, "beta", coordinator=True, interactive=True)
+    write_schema(tmp_path, "gamma")
+    registry = build_registry(handlers_for("alpha", "beta", "gamma"), tmp_path)
+    assert offered(registry, "interactive") == ["beta", "gamma"]
+    assert offered(registry, "coordinator") == ["alpha", "beta"]
+
+
+def test_a_kind_variant_can_remove_a_parameter(tmp_path):
+    parameters = {
+        "type": "object",
+        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+        "required": ["x", "y"],
+    }
+    variant = {"task": {"parameters": {"properties": {"y": None}}}}
+    write_schema(tmp_path, "alpha", parameters=parameters, task_agent=True, kind_variants=variant)
+    registry = build_registry(handlers_for("alpha"), tmp_path)
+    (task,) = registry.model_tools("task", "/work", None)
+    (interactive,) = registry.model_tools("interactive", "/work", None)
+    assert task["function"]["parameters"]["properties"] == {"x": {"type": "string"}}
+    assert task["function"]["parameters"]["required"] == ["x"]
+    assert interactive["function"]["parameters"]["required"] == ["x", "y"]
+
+
+def test_notes_are_appended_to_a_kind_variant_description_too(tmp_path):
+    variant = {"task": {"description": "Task wording."}}
+    write_schema(tmp_path, "alpha", task_agent=True, kind_variants=variant, cwd_note="Cwd {working_dir}.")
+    (tool,) = build_registry(handlers_for("alpha"), tmp_path).model_tools("task", "/srv/w", None)
+    assert tool["function"]["description"] == "Task wording. Cwd /srv/w."
+
+
+def test_a_model_schema_is_a_copy_the_caller_may_change():
+    registry = build_registry(handlers_for("memory"))
+    (first,) = registry.model_tools("coordinator", "/work", None)
+    first["function"]["parameters"]["properties"].clear()
+    (second,) = registry.model_tools("coordinator", "/work", None)
+    assert "scope" in second["function"]["parameters"]["properties"]
+    assert "scope" in registry.definition("memory").parameters["properties"]
+
+
+# -- malformed schema files ----------------------------------------------------
+
+
+def test_a_required_parameter_that_is_not_declared_is_refused(tmp_path):
+    parameters = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x", "z"]}
+    write_schema(tmp_path, "alpha", parameters=parameters)
+    with pytest.raises(RegistryError, match="required parameter.*not declared: z"):
+        build_registry({}, tmp_path)
+
+
+def test_a_primary_key_that_is_not_a_string_parameter_is_refused(tmp_path):
+    parameters = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    write_schema(tmp_path, "alpha", parameters=parameters, primary_key="n")
+    with pytest.raises(RegistryError, match="must be a string parameter"):
+        build_registry({}, tmp_path)
+
+
+def test_a_primary_key_that_is_not_a_name_is_refused(tmp_path):
+    write_schema(tmp_path, "alpha", primary_key=["x"])
+    with pytest.raises(RegistryError, match="is not a parameter"):
+        build_registry({}, tmp_path)
+
+
+def test_a_note_that_is_not_a_string_is_refused(tmp_path):
+    write_schema(tmp_path, "alpha", workspace_note=["{workspace_dir}"])
+    with pytest.raises(RegistryError, match="'workspace_note' must be a string"):
+        build_registry({}, tmp_path)
+
+
+@pytest.mark.parametrize("tool", sorted(ALL_TOOLS))
+def test_every_schema_file_states_its_summary_table_metadata(tool):
+    data = json.loads((SCHEMA_DIR / f"{tool}.json").read_text())
+    assert isinstance(data["task_agent"], bool) and isinstance(data["auto_approve"], bool)
+    assert isinstance(data["primary_key"], str)
+
+
+@pytest.mark.parametrize(
+    "tool", ["bash", "read_file", "write_file", "edit_file", "diff_file", "search", "watch", "open_preview"]
+)
+def test_tools_that_take_paths_or_commands_say_where_they_run(tool):
+    (schema,) = build_registry(handlers_for(tool)).model_tools("interactive", "/srv/project", None)
+    assert "/srv/project" in schema["function"]["description"]
