@@ -58,6 +58,7 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 
 def _edited(text: str, edits: list[Edit], every: bool, batch: bool, path: str) -> tuple[str, str]:
     """The new text and a one-line summary of the change."""
+    edits = _in_file_line_endings(text, edits)
     if every:
         new_text, count = replacements.replace_all(text, edits[0].old, edits[0].new, path)
         return new_text, f"replaced all {count} occurrence{'s' if count != 1 else ''} of old_string."
@@ -67,6 +68,23 @@ def _edited(text: str, edits: list[Edit], every: bool, batch: bool, path: str) -
         return replacements.apply(text, spans), f"replaced 1 occurrence at line {at}."
     plural = "s" * (len(spans) != 1)
     return replacements.apply(text, spans), f"applied {len(spans)} edit{plural} (at line{plural} {at})."
+
+
+def _in_file_line_endings(text: str, edits: list[Edit]) -> list[Edit]:
+    """In a file whose every line ends in CRLF, edits written with bare LFs get CRLFs.
+
+    read_file shows lines without their `\r`, so a model copying several lines from
+    it writes `\n`; matched as written, such an edit could never apply. Files with
+    mixed endings, and edits that already carry a `\r`, are taken as written.
+    """
+    if "\r\n" not in text or text.count("\n") != text.count("\r\n"):
+        return edits
+    return [
+        Edit(e.old.replace("\n", "\r\n"), e.new.replace("\n", "\r\n"), e.near_line)
+        if "\n" in e.old + e.new and "\r" not in e.old + e.new
+        else e
+        for e in edits
+    ]
 
 
 def _parse(args: dict[str, Any]) -> tuple[str, list[Edit], bool, bool]:

@@ -458,3 +458,33 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(ctx, tmp_path):
     ctx.read_paths.add(str(tmp_path / "pipe"))
     prep = edit_file.prepare({"path": "pipe", "old_string": "a", "new_string": "b"}, ctx)
     assert prep.error == "Error: pipe is not a regular file (a pipe, socket or device)"
+
+
+def test_lines_copied_from_read_file_match_a_crlf_file_and_keep_its_endings(ctx):
+    path = make(ctx, "f.txt", "one\r\ntwo\r\nthree\r\n")
+    shown = read_file.execute({"path": "f.txt"}, ctx).output
+    assert "\r" not in shown  # what the model copies from has bare line breaks
+    result = edit(ctx, old_string="one\ntwo\n", new_string="ONE\nTWO\nextra\n")
+    assert result == "Edited f.txt: replaced 1 occurrence at line 1."
+    assert content(path) == "ONE\r\nTWO\r\nextra\r\nthree\r\n"
+
+
+def test_batch_and_replace_all_follow_crlf_line_endings_too(ctx):
+    path = make(ctx, "f.txt", "a\r\nb\r\na\r\nb\r\n")
+    edit(ctx, old_string="a\nb", new_string="c\nd", replace_all=True)
+    assert content(path) == "c\r\nd\r\nc\r\nd\r\n"
+    edit(ctx, edits=[{"old_string": "c\nd\nc", "new_string": "e\nf"}])
+    assert content(path) == "e\r\nf\r\nd\r\n"
+
+
+def test_an_edit_that_carries_a_cr_is_matched_as_written(ctx):
+    path = make(ctx, "f.txt", "a\r\nb\r\n")
+    assert "not found" in edit(ctx, old_string="a\nb\r\n", new_string="x")
+    assert content(path) == "a\r\nb\r\n"
+
+
+def test_a_file_with_mixed_line_endings_is_matched_as_written(ctx):
+    path = make(ctx, "f.txt", "one\r\ntwo\nthree\r\n")
+    assert "not found" in edit(ctx, old_string="one\ntwo", new_string="x")
+    edit(ctx, old_string="one\r\ntwo", new_string="x")
+    assert content(path) == "x\nthree\r\n"
