@@ -112,6 +112,8 @@ def prepare_call(
         args = parse_arguments(raw_arguments, registry.primary_key_map[name])
     except ArgumentsError as exc:
         return error_item(f"Error: {name}: {exc}")
+    if unknown := _unknown_arguments(registry, name, args, ctx.kind):
+        return error_item(unknown, args)
     try:
         prep = registry.handler(name).prepare(args, ctx)
         if not isinstance(prep, Preparation):
@@ -124,6 +126,18 @@ def prepare_call(
     return PreparedCall(
         call_id, name, prep.args, prep.header, prep.preview, _needs_approval(registry, name, prep, ctx), None
     )
+
+
+def _unknown_arguments(registry: Registry, name: str, args: dict[str, Any], kind: str) -> str | None:
+    """An error naming arguments the tool does not take: dropping them quietly could
+    change what the call does (a `cwd` for bash would be ignored, and the command run
+    elsewhere than the model meant)."""
+    definition = registry.definition(name)
+    unknown = definition.unknown_arguments(args, kind) if definition is not None else []
+    if definition is None or not unknown:
+        return None
+    takes = ", ".join(definition.parameters_for(kind).get("properties", {}))
+    return f"Error: {name} does not take {', '.join(map(repr, unknown))}; it takes: {takes}"
 
 
 def _needs_approval(registry: Registry, name: str, prep: Preparation, ctx: ToolContext) -> bool:

@@ -91,11 +91,23 @@ class ToolDefinition:
             **copy.deepcopy(dict(self.meta)),
         }
 
+    def parameters_for(self, kind: str) -> dict[str, Any]:
+        """The parameters schema a session of this kind sees (its variant applied)."""
+        variant = self.meta.get("kind_variants", {}).get(kind, {})
+        return _overlay_parameters(self.parameters, variant.get("parameters"))
+
+    def unknown_arguments(self, args: Mapping[str, Any], kind: str) -> list[str]:
+        """Argument names the schema does not declare, where it forbids others."""
+        parameters = self.parameters_for(kind)
+        if parameters.get("additionalProperties", True) is not False:
+            return []
+        return sorted(set(args) - set(parameters.get("properties", {})))
+
     def model_schema(self, kind: str, working_dir: str, workspace_dir: str | None) -> dict:
         """The OpenAI function schema this kind of session sees; no metadata."""
         variant = self.meta.get("kind_variants", {}).get(kind, {})
         description = variant.get("description", self.description)
-        parameters = _overlay_parameters(self.parameters, variant.get("parameters"))
+        parameters = self.parameters_for(kind)
         notes = [description]
         if "cwd_note" in self.meta:
             notes.append(self.meta["cwd_note"].replace("{working_dir}", working_dir))

@@ -287,3 +287,22 @@ def test_bash_output_past_the_setting_keeps_its_head_and_tail(tmp_path):
     assert outcome.output.startswith("FIRST\n") and outcome.output.endswith("LAST")
     assert "characters cut from the middle of this output" in outcome.output
     assert len(outcome.output) < 2200
+
+
+def test_an_argument_the_tool_does_not_take_is_an_error_item_and_never_runs(tmp_path):
+    registry = build_registry()
+    marker = tmp_path / "elsewhere"
+    raw = json.dumps({"command": f"touch {marker.name}", "cwd": "/tmp"})
+    call = prepare_call(registry, "c1", "bash", raw, context(tmp_path))
+    assert call.error == "Error: bash does not take 'cwd'; it takes: command, timeout, stop_on_error"
+    assert call.needs_approval is False
+    assert execute_call(registry, call, context(tmp_path)).is_error
+    assert not marker.exists()
+
+
+def test_only_the_arguments_the_tool_does_not_take_are_named(tmp_path):
+    handler = Recorder()
+    raw = json.dumps({"query": "x", "path": ".", "extra": 1})
+    call = prepare_call(registry_with(handler), "c1", "search", raw, context(tmp_path))
+    assert call.error is not None and "'extra'" in call.error and "'path'" not in call.error
+    assert handler.prepared == []

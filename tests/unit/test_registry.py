@@ -435,3 +435,23 @@ def test_every_schema_file_states_its_summary_table_metadata(tool):
 def test_tools_that_take_paths_or_commands_say_where_they_run(tool):
     (schema,) = build_registry(handlers_for(tool)).model_tools("interactive", "/srv/project", None)
     assert "/srv/project" in schema["function"]["description"]
+
+
+def test_a_parameter_a_kind_variant_removed_is_an_unknown_argument_for_that_kind(tmp_path):
+    parameters = {
+        "type": "object",
+        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    variant = {"task": {"parameters": {"properties": {"y": None}}}}
+    write_schema(tmp_path, "alpha", parameters=parameters, task_agent=True, kind_variants=variant)
+    alpha = build_registry(handlers_for("alpha"), tmp_path).definition("alpha")
+    assert alpha.unknown_arguments({"x": "1", "y": "2"}, "task") == ["y"]
+    assert alpha.unknown_arguments({"x": "1", "y": "2"}, "interactive") == []
+
+
+def test_a_schema_that_allows_other_arguments_has_no_unknown_ones(tmp_path):
+    parameters = {"type": "object", "properties": {"x": {"type": "string"}}}
+    write_schema(tmp_path, "alpha", parameters=parameters)
+    alpha = build_registry(handlers_for("alpha"), tmp_path).definition("alpha")
+    assert alpha.unknown_arguments({"x": "1", "z": 2}, "interactive") == []
