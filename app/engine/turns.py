@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from app.errors import NotFoundError, PayloadTooLargeError
@@ -25,17 +26,33 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def send(rt: Runtime, ws_id: str, message: str, origin: str = "user") -> Turn:
-    """Store the message as a turn; start it now or queue it behind the active one."""
+def send(
+    rt: Runtime, ws_id: str, message: str, origin: str = "user", idempotency_key: str | None = None
+) -> Turn:
+    """Store the message as a turn; start it now or queue it behind the active one.
+
+    With an `idempotency_key`, a send repeated with the same key (a client's retry
+    after a lost response) returns the turn the first one stored, and stores nothing.
+    """
     if len(message.encode()) > rt.settings.max_message_bytes:
         raise PayloadTooLargeError(
             f"message is {len(message.encode())} bytes; the limit is {rt.settings.max_message_bytes}"
         )
-    with rt.db.session() as s:
-        if s.get(Workstream, ws_id) is None:
-            raise NotFoundError(f"no workstream {ws_id}")
-        turn = Turn(id=new_id(), ws_id=ws_id, message=message, origin=origin)
-        s.add(turn)
+    if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
+        return earlier
+    try:
+        with rt.db.session() as s:
+            if s.get(Workstream, ws_id) is None:
+                raise NotFoundError(f"no workstream {ws_id}")
+            turn = Turn(
+                id=new_id(), ws_id=ws_id, message=message, origin=origin, idempotency_key=idempotency_key
+            )
+            s.add(turn)
+    except IntegrityError:
+        # The same key raced in from a second request: the one stored first is the answer.
+        if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
+            raise
+        return earlier
     activate_next(rt, ws_id)
     with rt.db.session() as s:
         stored = s.get(Turn, turn.id)
@@ -43,6 +60,11 @@ def send(rt: Runtime, ws_id: str, message: str, origin: str = "user") -> Turn:
     if stored.status == TurnStatus.QUEUED:
         rt.events.publish(ws_id, EventType.TURN_QUEUED, turn_id=stored.id, message=message)
     return stored
+
+
+def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
+    with rt.db.session() as s:
+        return s.exec(select(Turn).where(Turn.ws_id == ws_id, Turn.idempotency_key == key)).first()
 
 
 def activate_next(rt: Runtime, ws_id: str) -> str | None:

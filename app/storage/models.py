@@ -46,6 +46,7 @@ class CallStatus(StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     RUNNING = "running"  # marked before it runs: a call runs at most once
+    WAITING = "waiting"  # its execute phase ended, its outcome comes later (a sub-agent)
     DONE = "done"
     INTERRUPTED = "interrupted"  # found running after its worker died
     CANCELLED = "cancelled"
@@ -67,6 +68,10 @@ class Workstream(SQLModel, table=True):
     auto_approve: bool = False
     auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     read_paths: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # Tools that tool search has brought into view for this workstream; they stay offered.
+    expanded_tools: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+    )
     working_dir: str = Field(sa_column=Column(Text, nullable=False))
     state: str = Field(default=WorkstreamState.IDLE, max_length=16)
     active_turn_id: str | None = Field(default=None, max_length=32)
@@ -76,6 +81,7 @@ class Workstream(SQLModel, table=True):
 
 class Turn(SQLModel, table=True):
     __tablename__ = "turns"
+    __table_args__ = (UniqueConstraint("ws_id", "idempotency_key"),)
 
     id: str = Field(primary_key=True, max_length=32)
     ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
@@ -83,6 +89,7 @@ class Turn(SQLModel, table=True):
     phase: str = Field(default=TurnPhase.WAITING, max_length=16)
     message: str = Field(sa_column=Column(Text, nullable=False))
     origin: str = Field(default="user", max_length=32)
+    idempotency_key: str | None = Field(default=None, max_length=200)  # a retried send finds its turn
     step: int = 0  # model steps taken
     attempt: int = 0  # fencing token: bumped by every claim
     step_claims: int = 0  # claims of the current phase; >1 means a retry
@@ -110,6 +117,7 @@ class Message(SQLModel, table=True):
     tool_call_id: str | None = Field(default=None, max_length=200)
     name: str | None = Field(default=None, max_length=200)
     is_error: bool = False
+    usage: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))  # assistant: tokens
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -135,6 +143,10 @@ class ToolCall(SQLModel, table=True):
     feedback: str | None = Field(default=None, sa_column=Column(Text))
     output: str | None = Field(default=None, sa_column=Column(Text))
     is_error: bool = False
+    catalog_version: str | None = Field(default=None, max_length=64)  # the tool set the model saw
+    waiting_on: str | None = Field(default=None, max_length=200)  # what a `waiting` call waits for
+    runner: str | None = Field(default=None, max_length=200)  # the worker process that ran it
+    process_group: int | None = None  # a command's process group, while it may still run
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
