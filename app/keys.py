@@ -6,6 +6,8 @@ EVENT_SEQ = PREFIX + ":ws:{ws_id}:seq"  # last event id of a workstream
 EVENT_LOG = PREFIX + ":ws:{ws_id}:log"  # capped replay log (a stream; entry id = event id)
 EVENT_CHANNEL = PREFIX + ":ws:{ws_id}:events"  # live pub/sub channel
 EVENT_CHANNEL_PATTERN = PREFIX + ":ws:*:events"
+STREAM_FROM = PREFIX + ":ws:{ws_id}:stream_from"  # last event id before a streaming step's deltas
+WS_ORDER = PREFIX + ":ws:{ws_id}:order"  # held by a transition until its events are out
 TURN_FENCE = PREFIX + ":turn:{turn_id}:attempt"  # the attempt allowed to publish
 TURN_CANCEL = PREFIX + ":turn:{turn_id}:cancel"  # set while a cancel is requested
 
@@ -13,6 +15,7 @@ WORKER_PRESENCE = PREFIX + ":workers"  # sorted set: worker name -> when its pre
 
 FENCE_TTL_SECONDS = 7 * 24 * 3600
 CANCEL_TTL_SECONDS = 24 * 3600
+STREAM_FROM_TTL_SECONDS = 3600  # longer than a model step may stream
 
 
 def event_seq(ws_id: str) -> str:
@@ -33,3 +36,11 @@ def turn_fence(turn_id: str) -> str:
 
 def turn_cancel(turn_id: str) -> str:
     return TURN_CANCEL.format(turn_id=turn_id)
+
+
+def stream_from(ws_id: str) -> str:
+    return STREAM_FROM.format(ws_id=ws_id)
+
+
+def ws_order(ws_id: str) -> str:
+    return WS_ORDER.format(ws_id=ws_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -21,10 +21,15 @@ class Runtime:
     events: EventLog
     queue: TaskQueue
     registry: Any  # app.tools.registry.Registry
+    tool_sources: list[Any] = field(default_factory=list)  # app.tools.toolset.ToolSource
+    # The system prompt's sections, in order (app.engine.prompt); a runtime may add its own.
+    prompt_sections: list[Any] = field(default_factory=list)
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
+        from app.engine.prompt import SECTIONS
         from app.tools.registry import build_registry
+        from app.tools.sources import load_sources
 
         client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
         return cls(
@@ -34,6 +39,8 @@ class Runtime:
             events=EventLog(client, settings.replay_log_length),
             queue=TaskQueue(make_celery(settings)),
             registry=build_registry(),
+            tool_sources=load_sources(settings.tool_sources),
+            prompt_sections=list(SECTIONS),
         )
 
     def close(self) -> None:

@@ -33,6 +33,9 @@ DEFAULT_HEARTBEAT_SECONDS = 5.0
 DEFAULT_STALE_AFTER_SECONDS = 30.0
 DEFAULT_SWEEP_INTERVAL_SECONDS = 10.0
 DEFAULT_WATCH_POLL_SECONDS = 15.0
+# A phase claimed this many times without finishing (its worker died, or it met a
+# passing fault each time) fails its turn instead of being tried again.
+MAX_PHASE_ATTEMPTS = 5
 
 # Streaming: coalesce deltas and output chunks.
 STREAM_FLUSH_SECONDS = 0.025
@@ -115,6 +118,8 @@ class Settings:
     model_retries: int = DEFAULT_MODEL_RETRIES
     model_backoff_seconds: float = DEFAULT_MODEL_BACKOFF_SECONDS
     model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT_SECONDS
+    # [tool_sources.NAME]: `factory = "module:callable"` plus the factory's own options.
+    tool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def model(self, name: str | None = None) -> ModelSettings | None:
         """The named model, or the default one; None when it is not configured."""
@@ -162,6 +167,7 @@ class Settings:
             model_backoff_seconds=_float(
                 env.get("TURNSTONE_MODEL_BACKOFF_SECONDS", DEFAULT_MODEL_BACKOFF_SECONDS)
             ),
+            tool_sources=_tool_sources(config.get("tool_sources", {})),
         )
 
 
@@ -183,6 +189,18 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
     if tools.truncation < 1024:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
     return tools
+
+
+def _tool_sources(section: Any) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(section, Mapping):
+        raise SettingsError("[tool_sources] must be a table of [tool_sources.NAME] entries")
+    sources: dict[str, Mapping[str, Any]] = {}
+    for name, entry in section.items():
+        factory = entry.get("factory") if isinstance(entry, Mapping) else None
+        if not isinstance(factory, str) or ":" not in factory:
+            raise SettingsError(f'[tool_sources.{name}] needs factory = "module:callable"')
+        sources[name] = dict(entry)
+    return sources
 
 
 def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ModelSettings]:

@@ -13,9 +13,14 @@ from app.settings import Settings
 MODEL_STEP_TASK = "turnstone.model_step"
 TOOL_BATCH_TASK = "turnstone.tool_batch"
 SWEEP_TASK = "turnstone.sweep"
+FINISH_CALL_TASK = "turnstone.finish_call"
 
 MODEL_QUEUE = "model_steps"
 TOOLS_QUEUE = "tool_batches"
+# Recovery and the ends of waiting calls: short tasks that must not wait behind a backlog
+# of model steps. Every worker consumes it.
+CONTROL_QUEUE = "control"
+QUEUES = (MODEL_QUEUE, TOOLS_QUEUE, CONTROL_QUEUE)
 
 # Longer than any step may run (bash is capped at 600 s); the sweeper, not this,
 # is what recovers a step whose worker died.
@@ -35,7 +40,8 @@ def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
         task_default_queue=MODEL_QUEUE,
         task_routes={
             MODEL_STEP_TASK: {"queue": MODEL_QUEUE},
-            SWEEP_TASK: {"queue": MODEL_QUEUE},
+            SWEEP_TASK: {"queue": CONTROL_QUEUE},
+            FINISH_CALL_TASK: {"queue": CONTROL_QUEUE},
             TOOL_BATCH_TASK: {"queue": TOOLS_QUEUE},
         },
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
@@ -57,3 +63,9 @@ class TaskQueue:
 
     def tool_batch(self, turn_id: str, step: int) -> None:
         self.celery.send_task(TOOL_BATCH_TASK, args=[turn_id, step], queue=TOOLS_QUEUE)
+
+    def finish_call(self, turn_id: str, call_id: str, output: str, is_error: bool = False) -> None:
+        """End a waiting call from anywhere (a sub-agent's end, an external event)."""
+        self.celery.send_task(
+            FINISH_CALL_TASK, args=[turn_id, call_id, output, is_error], queue=CONTROL_QUEUE
+        )

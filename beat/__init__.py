@@ -3,12 +3,15 @@
 from app.settings import Settings
 from app.taskqueue import SWEEP_TASK, make_celery
 
+# A sweep not started within this many intervals is dropped: a newer one is queued by then.
+SWEEP_EXPIRY_INTERVALS = 6
+
 _settings = Settings.load()
 app = make_celery(_settings, name="turnstone-jobs-beat")
 app.conf.beat_schedule = {
     "sweep": {
         "task": SWEEP_TASK,
         "schedule": _settings.sweep_interval_seconds,
-        "options": {"expires": _settings.sweep_interval_seconds * 2},
+        "options": {"expires": _settings.sweep_interval_seconds * SWEEP_EXPIRY_INTERVALS},
     },
 }

@@ -1,22 +1,17 @@
-"""Task bodies: parse ids, call into app.engine. The task wrapper is an error boundary."""
+"""Task bodies: parse ids, call into app.engine. `app.engine.phases` is the turns' error boundary."""
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable
 
 from celery import shared_task
 
+from app.engine import calls, sweeper
 from app.engine import model_step as model_steps
-from app.engine import sweeper
 from app.engine import tool_batch as tool_batches
-from app.engine.recovery import fail_turn
 from app.runtime import Runtime
 from app.settings import Settings
-from app.taskqueue import MODEL_STEP_TASK, SWEEP_TASK, TOOL_BATCH_TASK
-
-log = logging.getLogger(__name__)
+from app.taskqueue import FINISH_CALL_TASK, MODEL_STEP_TASK, SWEEP_TASK, TOOL_BATCH_TASK
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
@@ -31,22 +26,19 @@ def runtime() -> Runtime:
         return _runtime
 
 
-def _guarded(turn_id: str, body: Callable[[], None]) -> None:
-    try:
-        body()
-    except Exception:  # the task boundary: a bug ends the turn with an error, never a hang
-        log.exception("turn %s: step failed", turn_id)
-        fail_turn(runtime(), turn_id, "internal error while running this turn; see the worker log")
-
-
 @shared_task(name=MODEL_STEP_TASK)
 def model_step(turn_id: str, step: int) -> None:
-    _guarded(turn_id, lambda: model_steps.run(runtime(), turn_id, int(step)))
+    model_steps.run(runtime(), turn_id, int(step))
 
 
 @shared_task(name=TOOL_BATCH_TASK)
 def tool_batch(turn_id: str, step: int) -> None:
-    _guarded(turn_id, lambda: tool_batches.run(runtime(), turn_id, int(step)))
+    tool_batches.run(runtime(), turn_id, int(step))
+
+
+@shared_task(name=FINISH_CALL_TASK)
+def finish_call(turn_id: str, call_id: str, output: str, is_error: bool = False) -> bool:
+    return calls.finish_waiting(runtime(), turn_id, call_id, str(output), bool(is_error))
 
 
 @shared_task(name=SWEEP_TASK)

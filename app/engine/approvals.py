@@ -9,10 +9,11 @@ from sqlalchemy import update
 from sqlmodel import col
 
 from app.engine import calls as call_store
+from app.engine.outbox import Outbox, ordered
 from app.errors import ConflictError, NotFoundError
 from app.events import EventType
 from app.runtime import Runtime
-from app.storage.models import CallStatus, ToolCall, Turn, TurnPhase, Workstream, WorkstreamState, utcnow
+from app.storage.models import CallStatus, ToolCall, Turn, TurnPhase, Workstream, WorkstreamState
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class DecisionResult:
 
 
 def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
-    with rt.db.session() as s:
+    with ordered(rt, ws_id) as out, rt.db.session() as s:
         ws = s.get(Workstream, ws_id)
         if ws is None:
             raise NotFoundError(f"no workstream {ws_id}")
@@ -52,40 +53,41 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
             ws.auto_approve_tools = sorted(set(ws.auto_approve_tools) | {r.func_name for r in targets})
             targets += [r for r in pending if r not in targets and r.func_name in ws.auto_approve_tools]
             s.add(ws)
-        for row in targets:
-            _apply(row, decision)
-            s.add(row)
+        how = "always" if decision.always and decision.approved else decision.how
+        targets = [
+            r
+            for r in targets
+            if call_store.decide(s, r, decision.approved, decision.feedback, decision.by, how)
+        ]
         if decision.approved and decision.feedback and turn is not None:
             turn.feedback = "\n".join(filter(None, [turn.feedback, decision.feedback]))
             s.add(turn)
         still = [r.call_id for r in pending if r not in targets]
-        resumed = not still and turn is not None and _unpark(s, turn)
-    denied = [r for r in targets if r.status == CallStatus.DENIED]
-    rt.events.publish(
-        ws_id,
+        resumed = not still and turn is not None and _unpark(rt, s, turn)
+        _announce(rt, out, turn, targets, decision, resumed)
+    if resumed and turn is not None:
+        rt.queue.tool_batch(turn.id, turn.step)
+    return DecisionResult([r.call_id for r in targets], still, resumed)
+
+
+def _announce(
+    rt: Runtime, out: Outbox, turn: Turn | None, targets: list[ToolCall], d: Decision, resumed: bool
+) -> None:
+    out.add(
         EventType.APPROVAL_RESOLVED,
         turn_id=turn.id if turn else None,
         call_ids=[r.call_id for r in targets],
-        approved=decision.approved,
-        feedback=decision.feedback,
-        always=decision.always,
-        by=decision.by,
-        how=decision.how,
+        approved=d.approved,
+        feedback=d.feedback,
+        always=d.always,
+        by=d.by,
+        how=d.how,
     )
-    for row in denied:
-        rt.events.publish(
-            ws_id,
-            EventType.TOOL_RESULT,
-            turn_id=row.turn_id,
-            call_id=row.call_id,
-            name=row.func_name,
-            output=row.output,
-            is_error=True,
-        )
+    for row in targets:
+        if row.status == CallStatus.DENIED:
+            call_store.announce(rt, row, out=out)
     if resumed and turn is not None:
-        rt.events.publish(ws_id, EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.RUNNING)
-        rt.queue.tool_batch(turn.id, turn.step)
-    return DecisionResult([r.call_id for r in targets], still, resumed)
+        out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.RUNNING)
 
 
 def _targets(rows: list[ToolCall], pending: list[ToolCall], d: Decision) -> list[ToolCall]:
@@ -109,22 +111,9 @@ def _targets(rows: list[ToolCall], pending: list[ToolCall], d: Decision) -> list
     return [row]
 
 
-def _apply(row: ToolCall, d: Decision) -> None:
-    row.decided_by = d.by
-    row.decided_how = "always" if d.always and d.approved else d.how
-    row.feedback = d.feedback
-    if d.approved:
-        row.status = CallStatus.APPROVED
-        return
-    row.status = CallStatus.DENIED
-    row.output = call_store.denial_text(d.feedback)
-    row.is_error = True
-    row.finished_at = utcnow()
-
-
-def _unpark(s: Any, turn: Turn) -> bool:
+def _unpark(rt: Runtime, s: Any, turn: Turn) -> bool:
     """Move the parked turn on to its tool batch; exactly one decider wins this."""
-    now = utcnow()
+    now = rt.db.now()
     moved = s.exec(
         update(Turn)
         .where(col(Turn.id) == turn.id, col(Turn.phase) == TurnPhase.APPROVAL)

@@ -5,20 +5,23 @@ from __future__ import annotations
 from sqlalchemy import update
 from sqlmodel import col
 
-from app.engine import calls as call_store
-from app.engine import turns
+from app.engine import calls, turns
 from app.engine.cancellation import raise_flag
+from app.engine.outbox import ordered
 from app.errors import ConflictError, NotFoundError
 from app.events import EventType
 from app.runtime import Runtime
-from app.storage.models import CallStatus, Message, Turn, TurnPhase, TurnStatus, Workstream, utcnow
+from app.storage.models import CallStatus, Turn, TurnPhase, TurnStatus, Workstream
 
-CANCEL_FEEDBACK = "Cancelled by user"
+CANCEL_FEEDBACK = calls.CANCEL_FEEDBACK
+# No task holds a turn in these phases: the cancel itself must end it.
+PARKED_PHASES = (TurnPhase.APPROVAL, TurnPhase.AWAITING)
 
 
 def cancel(rt: Runtime, ws_id: str, by: str = "user", turn_id: str | None = None) -> str:
     """Request the cancel of the active turn (only if it is `turn_id`, when given); its id.
-    A parked turn ends here and now."""
+    A parked turn ends here and now; a running step sees the request in the database
+    inside the transaction that would move it on, so no accepted cancel is lost."""
     with rt.db.session() as s:
         ws = s.get(Workstream, ws_id)
         if ws is None:
@@ -35,7 +38,7 @@ def cancel(rt: Runtime, ws_id: str, by: str = "user", turn_id: str | None = None
         assert turn is not None
         turn.cancel_requested = True
         s.add(turn)
-        turn_id, parked = turn.id, turn.phase == TurnPhase.APPROVAL
+        turn_id, parked = turn.id, turn.phase in PARKED_PHASES
     raise_flag(rt, turn_id)  # a running step sees this between chunks and lines
     if parked:
         _end_parked(rt, turn_id, by)
@@ -43,63 +46,36 @@ def cancel(rt: Runtime, ws_id: str, by: str = "user", turn_id: str | None = None
 
 
 def _end_parked(rt: Runtime, turn_id: str, by: str) -> None:
-    """No task holds a parked turn: deny its pending calls and end it from here."""
+    """No task holds a parked turn: deny its pending calls, stop its waiting ones, end it."""
     with rt.db.session() as s:
-        # Bump the attempt so that a late batch (approved just before) is fenced out.
+        parked = s.get(Turn, turn_id)
+    assert parked is not None
+    with ordered(rt, parked.ws_id) as out, rt.db.session() as s:
+        # Bump the attempt so that a late batch (approved or resumed just before) is fenced out.
         moved = s.exec(
             update(Turn)
-            .where(col(Turn.id) == turn_id, col(Turn.phase) == TurnPhase.APPROVAL)
+            .where(col(Turn.id) == turn_id, col(Turn.phase).in_(PARKED_PHASES))
             .values(attempt=Turn.attempt + 1)
         )
         if moved.rowcount != 1:
-            return  # decided meanwhile: the batch task will see the cancel flag
+            return  # decided or resumed meanwhile: the batch task will see the cancel
         turn = s.get(Turn, turn_id, populate_existing=True)
         assert turn is not None
-        denied = []
-        for row in call_store.batch(s, turn_id, turn.step):
-            if row.status in (CallStatus.PENDING, CallStatus.APPROVED):
-                row.status = CallStatus.DENIED if row.status == CallStatus.PENDING else CallStatus.CANCELLED
-                row.output = (
-                    call_store.denial_text(CANCEL_FEEDBACK)
-                    if row.status == CallStatus.DENIED
-                    else call_store.CANCELLED_OUTPUT
-                )
-                row.is_error = True
-                row.decided_by, row.decided_how = by, "cancel"
-                row.finished_at = utcnow()
-                s.add(row)
-                denied.append(row)
-            s.add(
-                Message(
-                    ws_id=turn.ws_id,
-                    turn_id=turn_id,
-                    role="tool",
-                    tool_call_id=row.call_id,
-                    name=row.func_name,
-                    content=row.output or "",
-                    is_error=row.is_error,
-                )
+        closed = calls.close_open(s, calls.batch(s, turn_id, turn.step), by=by)
+        calls.answer(s, turn, turn.step)
+        denied = [r for r in closed if r.status == CallStatus.DENIED]
+        if denied:
+            out.add(
+                EventType.APPROVAL_RESOLVED,
+                turn_id=turn_id,
+                call_ids=[r.call_id for r in denied],
+                approved=False,
+                feedback=CANCEL_FEEDBACK,
+                always=False,
+                by=by,
+                how="cancel",
             )
-        state = turns.end_turn(rt, s, turn, TurnStatus.CANCELLED)
-    rt.events.publish(
-        turn.ws_id,
-        EventType.APPROVAL_RESOLVED,
-        turn_id=turn_id,
-        call_ids=[r.call_id for r in denied],
-        approved=False,
-        feedback=CANCEL_FEEDBACK,
-        always=False,
-        by=by,
-        how="cancel",
-    )
-    for row in denied:
-        rt.events.publish(
-            turn.ws_id,
-            EventType.TOOL_RESULT,
-            turn_id=turn_id,
-            call_id=row.call_id,
-            name=row.func_name,
-            output=row.output,
-            is_error=True,
-        )
-    turns.announce_end(rt, turn, state, None)
+        for row in closed:
+            calls.announce(rt, row, out=out)
+        turns.end_turn(s, out, turn, TurnStatus.CANCELLED)
+    turns.activate_next(rt, turn.ws_id)

@@ -6,30 +6,24 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from app.storage.models import Message, Workstream
+from app.engine.streaming import history_cursor
+from app.runtime import Runtime
+from app.storage.models import Message
 from app.tools import images
-
-SYSTEM_PROMPT = (
-    "You are an agent working in a workstream of turnstone-jobs. You have tools; "
-    "use them when they help, and answer plainly when they do not. "
-    "Your working directory is {working_dir}."
-)
 
 
 def messages(s: Session, ws_id: str) -> list[Message]:
     return list(s.exec(select(Message).where(Message.ws_id == ws_id).order_by(col(Message.id))).all())
 
 
-def for_model(ws: Workstream, rows: list[Message]) -> list[dict[str, Any]]:
+def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:
     """Neutral (OpenAI chat) format, system prompt first.
 
     A tool result that carries an image has a list of parts for its content:
     `{"type": "text", "text": ...}` then `{"type": "image", "media_type": ..., "data": <base64>}`;
     each provider turns that into what its wire format (and its model) accepts.
     """
-    out: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT.format(working_dir=ws.working_dir)}
-    ]
+    out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     for row in rows:
         if row.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
@@ -65,8 +59,20 @@ def as_history(row: Message) -> dict[str, Any]:
     }
     if row.reasoning:
         entry["reasoning"] = row.reasoning
+    if row.usage:
+        entry["usage"] = row.usage
     if row.tool_calls:
         entry["tool_calls"] = row.tool_calls
     if row.role == "tool":
         entry.update(tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error)
     return entry
+
+
+def history(rt: Runtime, ws_id: str) -> dict[str, Any]:
+    """The stored conversation and the event id to replay from: replaying after it may
+    repeat what the messages hold (a client drops events it has), never miss what they
+    do not (the deltas of an answer still streaming)."""
+    cursor = history_cursor(rt, ws_id)  # read before the messages
+    with rt.db.session() as s:
+        rows = messages(s, ws_id)
+    return {"ws_id": ws_id, "last_event_id": cursor, "messages": [as_history(r) for r in rows]}

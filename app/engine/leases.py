@@ -7,43 +7,24 @@ attempt inside its own transaction, so a stale worker's writes are refused.
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 
-from sqlalchemy import or_, update
+from sqlalchemy import case, or_, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
-from app.engine.cancellation import CancelCheck
 from app.errors import StaleAttemptError
 from app.events import Fence
 from app.runtime import Runtime
-from app.storage.models import Turn, TurnStatus, utcnow
-
-log = logging.getLogger(__name__)
+from app.storage.models import Turn, TurnStatus
 
 
-def run_phase(
-    rt: Runtime, turn_id: str, phase: str, step: int, body: Callable[[Fence, CancelCheck], None]
-) -> None:
-    """Claim the phase, keep the claim alive while `body` runs, stop quietly once superseded."""
-    fence = claim(rt, turn_id, phase, step)
-    if fence is None:
-        return  # already done, or held by a live attempt: a duplicate delivery
-    try:
-        with Heartbeat(rt, fence) as heartbeat:
-            body(fence, CancelCheck(rt, turn_id, heartbeat))
-    except StaleAttemptError:
-        log.warning("turn %s: attempt %s was superseded; stopping", turn_id, fence.attempt)
-
-
-def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Fence | None:
-    """Take the turn's `phase` at `step` for this task; None when that is not ours to run."""
-    now = utcnow()
-    stale = now - timedelta(seconds=rt.settings.stale_after_seconds)
+def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int] | None:
+    """Take the turn's `phase` at `step` for this task: its fence and how many times the phase
+    has now been claimed; None when that is not ours to run."""
+    stale = rt.db.ago(rt.settings.stale_after_seconds)
     with rt.db.session() as s:
         result = s.exec(
             update(Turn)
@@ -57,19 +38,19 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Fence | None:
             .values(
                 attempt=Turn.attempt + 1,
                 step_claims=Turn.step_claims + 1,
-                heartbeat_at=now,
+                heartbeat_at=rt.db.now(),
             )
         )
         if result.rowcount != 1:
             return None
         turn = s.get(Turn, turn_id)
         assert turn is not None
-        fence = Fence(turn_id, turn.attempt)
+        fence, attempts = Fence(turn_id, turn.attempt), turn.step_claims
     rt.events.set_fence(fence)
-    return fence
+    return fence, attempts
 
 
-def beat(s: Session, fence: Fence) -> bool:
+def beat(rt: Runtime, s: Session, fence: Fence) -> bool:
     """Refresh the claim's heartbeat; False once it is gone (superseded, or released by the
     phase's end: a beat after that must not look like a live claim to the next phase's task)."""
     result = s.exec(
@@ -79,17 +60,20 @@ def beat(s: Session, fence: Fence) -> bool:
             col(Turn.attempt) == fence.attempt,
             col(Turn.heartbeat_at).is_not(None),
         )
-        .values(heartbeat_at=utcnow())
+        .values(heartbeat_at=rt.db.now())
     )
     return bool(result.rowcount == 1)
 
 
-def check(s: Session, fence: Fence) -> Turn:
-    """Inside a write transaction: the turn, locked, or StaleAttemptError."""
+def check(rt: Runtime, s: Session, fence: Fence) -> Turn:
+    """Inside a write transaction: the turn, locked, or StaleAttemptError.
+
+    The heartbeat is refreshed only while it is held: a phase that has released its
+    claim (parked, handed on) must not look claimed again to the next phase's task."""
     result = s.exec(
         update(Turn)
         .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
-        .values(heartbeat_at=utcnow())
+        .values(heartbeat_at=case((col(Turn.heartbeat_at).is_(None), None), else_=rt.db.now()))
     )
     if result.rowcount != 1:
         raise StaleAttemptError(fence.turn_id)
@@ -101,7 +85,7 @@ def check(s: Session, fence: Fence) -> Turn:
 @contextmanager
 def fenced(rt: Runtime, fence: Fence) -> Iterator[tuple[Session, Turn]]:
     with rt.db.session() as s:
-        yield s, check(s, fence)
+        yield s, check(rt, s, fence)
 
 
 class Heartbeat:
@@ -126,7 +110,7 @@ class Heartbeat:
         while not self._stop.wait(self._rt.settings.heartbeat_seconds):
             try:
                 with self._rt.db.session() as s:
-                    alive = beat(s, self._fence)
+                    alive = beat(self._rt, s, self._fence)
                 if not alive:
                     self.superseded = True
                     return

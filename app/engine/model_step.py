@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine import calls as call_items
-from app.engine import conversation, turns
+from app.engine import calls, conversation, prompt, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced, run_phase
-from app.engine.streaming import Coalescer
+from app.engine.leases import fenced
+from app.engine.outbox import Outbox, ordered
+from app.engine.phases import run_phase
+from app.engine.streaming import Coalescer, StreamMark
 from app.events import EventType, Fence
 from app.providers import ModelError, stream_reply
 from app.runtime import Runtime
@@ -18,14 +19,14 @@ from app.settings import ModelSettings
 from app.storage.models import (
     CallStatus,
     Message,
-    ToolCall,
     Turn,
     TurnPhase,
     TurnStatus,
     Workstream,
     WorkstreamState,
-    utcnow,
 )
+from app.storage.types import storable
+from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
 from app.tools.pipeline import PreparedCall, prepare_call
 
@@ -37,6 +38,7 @@ class Reply:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[Any] = field(default_factory=list)  # providers' ToolCallRequest
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 def run(rt: Runtime, turn_id: str, step: int) -> None:
@@ -49,31 +51,35 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         assert turn is not None
         ws = s.get(Workstream, turn.ws_id)
         assert ws is not None
-        history = conversation.for_model(ws, conversation.messages(s, ws.id))
+        rows = conversation.messages(s, ws.id)
     publish = _publisher(rt, ws.id, fence)
     if turn.cancel_requested or cancelled():
-        return _finish(rt, fence, TurnStatus.CANCELLED)
+        return _finish(rt, ws.id, fence, TurnStatus.CANCELLED)
     if turn.step_claims > 1:
         publish(EventType.STREAM_END, step=step, discard=True, reason=RESTART_NOTICE)
     model = rt.settings.model(ws.model)
     if model is None:
         return _fail(
             rt,
+            ws.id,
             fence,
             f"model {ws.model or rt.settings.default_model!r} is not configured: "
             "set TURNSTONE_MODEL (e.g. openai:gpt-4.1) or add [models.NAME] to config.toml",
         )
-    tools = rt.registry.model_tools(ws.kind, ws.working_dir, rt.settings.tools.workspace_dir)
-    try:
-        reply = _stream(rt, model, history, tools, publish, step, cancelled)
-    except ModelError as exc:
-        publish(EventType.STREAM_END, step=step)
-        return _fail(rt, fence, str(exc))
-    publish(EventType.STREAM_END, step=step)
-    if cancelled():  # keep what was said; calls it had begun to ask for are dropped
-        said = Reply(content=reply.content, reasoning=reply.reasoning)
-        return _store_reply(rt, fence, ws, said, step, TurnStatus.CANCELLED)
-    _store_reply(rt, fence, ws, reply, step)
+    tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools)
+    system = prompt.build(prompt.PromptContext(ws, tools, rt.settings), rt.prompt_sections)
+    history = conversation.for_model(system, rows)
+    with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
+        try:
+            schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
+            reply = _stream(rt, model, history, schemas, publish, step, cancelled)
+        except ModelError as exc:
+            publish(EventType.STREAM_END, step=step)
+            return _fail(rt, ws.id, fence, str(exc))
+        publish(EventType.STREAM_END, step=step, usage=reply.usage or None)
+        if cancelled():  # keep what was said; calls it had begun to ask for are dropped
+            return _store_reply(rt, fence, ws, tools, reply, step, TurnStatus.CANCELLED)
+        _store_reply(rt, fence, ws, tools, reply, step)
 
 
 Publish = Callable[..., int | None]
@@ -109,6 +115,13 @@ def _stream(
                 reasoning.add(event.text)
             elif event.kind == "tool_call":
                 reply.tool_calls.append(event.tool_call)
+            elif event.kind == "finish":
+                reply.usage = dict(event.usage)
+            elif event.kind == "restart":  # the stream broke and is being asked for again
+                reasoning.flush()
+                content.flush()
+                publish(EventType.STREAM_END, step=step, discard=True, reason=event.text)
+                reply = Reply()
     finally:
         reasoning.close()
         content.close()
@@ -119,16 +132,22 @@ def _store_reply(
     rt: Runtime,
     fence: Fence,
     ws: Workstream,
+    tools: toolsets.ToolSet,
     reply: Reply,
     step: int,
     end_as: TurnStatus = TurnStatus.DONE,
 ) -> None:
-    """Store the answer; without tool calls the turn ends (`end_as`), else its calls park or run."""
-    prepared, read_paths = _prepare_all(rt, ws, reply.tool_calls)
-    with fenced(rt, fence) as (s, turn):
+    """Store the answer; without tool calls the turn ends (`end_as`), else its calls park or run.
+
+    A cancel requested while the answer streamed is seen here, in the same transaction
+    that would park the turn: the calls are dropped and the turn ends cancelled."""
+    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, reply.tool_calls)
+    with ordered(rt, ws.id) as out, fenced(rt, fence) as (s, turn):
         fresh = s.get(Workstream, ws.id, populate_existing=True)
         assert fresh is not None
         ws = fresh
+        if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
+            end_as, prepared = TurnStatus.CANCELLED, []
         s.add(
             Message(
                 ws_id=ws.id,
@@ -137,86 +156,98 @@ def _store_reply(
                 content="".join(reply.content),
                 reasoning="".join(reply.reasoning) or None,
                 tool_calls=[_as_message_call(p, c) for p, c in prepared] or None,
+                usage=reply.usage or None,
             )
         )
         if not prepared:
-            state = turns.end_turn(rt, s, turn, end_as)
-            ended = True
+            turns.end_turn(s, out, turn, end_as, fence=fence)
         else:
-            rows = [_row(ws, turn, step, n, p) for n, (p, _c) in enumerate(prepared)]
-            s.add_all(rows)
-            waiting = any(r.status == CallStatus.PENDING for r in rows)
-            turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
-            turn.heartbeat_at = None
-            turn.step_claims = 0
-            turn.phase_started_at = turn.enqueued_at = utcnow()
-            s.add(turn)
-            ws.read_paths = sorted(set(ws.read_paths) | read_paths)
-            state = WorkstreamState.ATTENTION if waiting else WorkstreamState.RUNNING
-            ws.state = state
-            s.add(ws)
-            ended = False
-    if ended:
-        return turns.announce_end(rt, turn, state, fence)
-    publish = _publisher(rt, ws.id, fence)
-    items = [call_items.item(r) for r in rows]
-    publish(EventType.APPROVE_REQUEST if waiting else EventType.TOOL_INFO, step=step, items=items)
-    for r in rows:
-        if r.status == CallStatus.ERROR:
-            publish(EventType.TOOL_RESULT, call_id=r.call_id, name=r.func_name, output=r.error, is_error=True)
-    publish(EventType.STATE_CHANGE, state=state)
-    if not waiting:
+            waiting = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
+    if not prepared:
+        turns.activate_next(rt, ws.id)
+    elif not waiting:
         rt.queue.tool_batch(turn.id, step)
 
 
+def _park_or_go(
+    rt: Runtime,
+    s: Any,
+    out: Outbox,
+    fence: Fence,
+    ws: Workstream,
+    turn: Turn,
+    tools: toolsets.ToolSet,
+    step: int,
+    prepared: list[tuple[PreparedCall, Any]],
+    read_paths: set[str],
+) -> bool:
+    """Inside the reply's transaction: store the calls and say what they are.
+    True when some call waits for a person."""
+    rows = [calls.new_row(ws, turn, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
+    s.add_all(rows)
+    waiting = any(r.status == CallStatus.PENDING for r in rows)
+    turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
+    turn.heartbeat_at = None
+    turn.step_claims = 0
+    turn.phase_started_at = turn.enqueued_at = rt.db.now()
+    s.add(turn)
+    ws.read_paths = sorted(set(ws.read_paths) | read_paths)
+    state = WorkstreamState.ATTENTION if waiting else WorkstreamState.RUNNING
+    ws.state = state
+    s.add(ws)
+    out.add(
+        EventType.APPROVE_REQUEST if waiting else EventType.TOOL_INFO,
+        turn_id=turn.id,
+        fence=fence,
+        step=step,
+        items=[calls.item(r) for r in rows],
+    )
+    for r in rows:
+        if r.status == CallStatus.ERROR:
+            calls.announce(rt, r, fence, out)
+    out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=state)
+    return waiting
+
+
+def _version(tools: toolsets.ToolSet, p: PreparedCall) -> str | None:
+    tool = tools.tool(p.func_name) if p.error is None else None
+    return tool.catalog_version if tool is not None else None
+
+
 def _prepare_all(
-    rt: Runtime, ws: Workstream, requested: list[Any]
+    rt: Runtime, ws: Workstream, tools: toolsets.ToolSet, turn_id: str, requested: list[Any]
 ) -> tuple[list[tuple[PreparedCall, Any]], set[str]]:
     """Phase 1 for every call; also the read set as the calls left it (read_file marks at prepare)."""
     read_paths: set[str] = set(ws.read_paths)
-    ctx = ToolContext(
+    seen: set[str] = set()
+    out = []
+    for n, call in enumerate(requested):
+        call_id = _call_id(call.id, n, seen)
+        seen.add(call_id)
+        ctx = _context(rt, ws, turn_id, call_id, read_paths)
+        out.append((prepare_call(tools, call_id, call.name, call.arguments, ctx), call))
+    return out, read_paths
+
+
+def _call_id(given: str | None, n: int, seen: set[str]) -> str:
+    # Local models may repeat, omit or garble ids; a result must name exactly one call,
+    # and the id must fit its column and be storable as it is.
+    usable = given and given not in seen and len(given) <= calls.MAX_STORED_NAME and storable(given) == given
+    return given if usable and given else f"call_{n}_{turns.new_id()[:8]}"
+
+
+def _context(rt: Runtime, ws: Workstream, turn_id: str, call_id: str, read_paths: set[str]) -> ToolContext:
+    return ToolContext(
         ws_id=ws.id,
         working_dir=ws.working_dir,
         settings=rt.settings.tools,
         model=rt.settings.model(ws.model),
         read_paths=read_paths,
         kind=ws.kind,
-    )
-    seen: set[str] = set()
-    out = []
-    for n, call in enumerate(requested):
-        # Local models may repeat or omit ids; a result must name exactly one call.
-        call_id = call.id if call.id and call.id not in seen else f"call_{n}_{turns.new_id()[:8]}"
-        seen.add(call_id)
-        out.append((prepare_call(rt.registry, call_id, call.name, call.arguments, ctx), call))
-    return out, read_paths
-
-
-def _row(ws: Workstream, turn: Turn, step: int, position: int, p: PreparedCall) -> ToolCall:
-    if p.error:
-        status, how = CallStatus.ERROR, None
-    elif not p.needs_approval:
-        status, how = CallStatus.APPROVED, None
-    elif ws.auto_approve or p.func_name in ws.auto_approve_tools:
-        status, how = CallStatus.APPROVED, "auto"
-    else:
-        status, how = CallStatus.PENDING, None
-    return ToolCall(
-        ws_id=ws.id,
-        turn_id=turn.id,
-        step=step,
-        position=position,
-        call_id=p.call_id,
-        func_name=p.func_name,
-        args=p.args,
-        header=p.header,
-        preview=p.preview,
-        needs_approval=status == CallStatus.PENDING,
-        error=p.error,
-        status=status,
-        decided_how=how,
-        output=p.error,
-        is_error=bool(p.error),
+        workstream=ws,
+        turn_id=turn_id,
+        call_id=call_id,
+        db=rt.db,
     )
 
 
@@ -228,18 +259,14 @@ def _as_message_call(p: PreparedCall, requested: Any) -> dict[str, Any]:
     }
 
 
-def _fail(rt: Runtime, fence: Fence, message: str) -> None:
-    with fenced(rt, fence) as (s, turn):
-        ws_id = turn.ws_id
-        state = turns.end_turn(rt, s, turn, TurnStatus.ERROR, error=message)
-    rt.events.publish(ws_id, EventType.ERROR, turn_id=turn.id, fence=fence, message=message)
-    turns.announce_end(rt, turn, state, fence)
+def _fail(rt: Runtime, ws_id: str, fence: Fence, message: str) -> None:
+    _finish(rt, ws_id, fence, TurnStatus.ERROR, message)
 
 
-def _finish(rt: Runtime, fence: Fence, status: TurnStatus) -> None:
-    with fenced(rt, fence) as (s, turn):
-        state = turns.end_turn(rt, s, turn, status)
-    turns.announce_end(rt, turn, state, fence)
+def _finish(rt: Runtime, ws_id: str, fence: Fence, status: TurnStatus, error: str | None = None) -> None:
+    with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
+        turns.end_turn(s, out, turn, status, error=error, fence=fence)
+    turns.activate_next(rt, ws_id)
 
 
 def _publisher(rt: Runtime, ws_id: str, fence: Fence) -> Publish:

@@ -1,12 +1,56 @@
-"""Coalescing of deltas and output chunks: flush at most every 25 ms or at 4,096 characters."""
+"""Streaming: coalescing deltas and output chunks (flush at most every 25 ms or at 4,096
+characters), and the mark that keeps a streaming answer's deltas reachable from history."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
+import redis
+
+from app import keys
+from app.runtime import Runtime
 from app.settings import STREAM_FLUSH_CHARS, STREAM_FLUSH_SECONDS
+
+log = logging.getLogger(__name__)
+
+
+class StreamMark:
+    """While a model step streams, the id of the last event before its deltas.
+
+    Deltas are published as they arrive but stored only with the finished answer;
+    history read meanwhile returns this id as its cursor, so that a client
+    replaying after it gets the deltas the stored history does not yet hold.
+    """
+
+    def __init__(self, rt: Runtime, ws_id: str) -> None:
+        self._redis = rt.redis
+        self._key = keys.stream_from(ws_id)
+        self._rt = rt
+        self._ws_id = ws_id
+
+    def __enter__(self) -> StreamMark:
+        try:
+            self._redis.set(self._key, self._rt.events.last_id(self._ws_id), ex=keys.STREAM_FROM_TTL_SECONDS)
+        except redis.RedisError as exc:  # a cursor a little late costs a reload, not the answer
+            log.warning("could not mark the stream start of %s: %s", self._ws_id, exc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._redis.delete(self._key)
+        except redis.RedisError as exc:
+            log.warning("could not clear the stream mark of %s: %s", self._ws_id, exc)
+
+
+def history_cursor(rt: Runtime, ws_id: str) -> int:
+    """The event id to read history against: replaying after it may repeat what history
+    holds, never miss what it does not. Read before the messages are."""
+    last = rt.events.last_id(ws_id)
+    mark = rt.redis.get(keys.stream_from(ws_id))
+    return min(last, int(mark)) if mark is not None else last
 
 
 class Coalescer:

@@ -1,19 +1,19 @@
-"""Recovery and housekeeping run by beat: re-queue steps whose worker died, start queued turns
-that nobody started, time out approvals."""
+"""Recovery and housekeeping run by beat: re-queue steps whose worker died, resume batches
+whose waits ended, start queued turns that nobody started, time out approvals."""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from sqlalchemy import or_, update
 from sqlmodel import col, select
 
+from app.engine import calls
 from app.engine.approvals import Decision, decide
 from app.engine.turns import activate_next
 from app.errors import ConflictError
 from app.runtime import Runtime
-from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream, utcnow
+from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,7 @@ def sweep(rt: Runtime) -> int:
         return 0
     try:
         requeued = requeue_stale(rt)
+        resume_finished_waits(rt)
         start_orphaned_turns(rt)
         time_out_approvals(rt)
         return requeued
@@ -35,8 +36,12 @@ def sweep(rt: Runtime) -> int:
 
 
 def requeue_stale(rt: Runtime) -> int:
-    now = utcnow()
-    stale = now - timedelta(seconds=rt.settings.stale_after_seconds)
+    """Send again the steps whose worker stopped beating or whose task was lost on its way.
+
+    Each is re-sent once per stale period, not on every sweep: the re-send releases the
+    dead claim and restarts the clock that the next look compares against. Every time is
+    the database's clock (`rt.db.now()`), so machines whose clocks differ agree."""
+    stale = rt.db.ago(rt.settings.stale_after_seconds)
     with rt.db.session() as s:
         turns = s.exec(
             select(Turn).where(
@@ -58,8 +63,9 @@ def requeue_stale(rt: Runtime) -> int:
                     col(Turn.phase) == turn.phase,
                     col(Turn.step) == turn.step,
                     col(Turn.attempt) == turn.attempt,
+                    or_(col(Turn.heartbeat_at) < stale, col(Turn.heartbeat_at).is_(None)),
                 )
-                .values(enqueued_at=now)
+                .values(enqueued_at=rt.db.now(), heartbeat_at=None)
             )
         if moved.rowcount != 1:
             continue
@@ -70,6 +76,24 @@ def requeue_stale(rt: Runtime) -> int:
             rt.queue.tool_batch(turn.id, turn.step)
         count += 1
     return count
+
+
+def resume_finished_waits(rt: Runtime) -> int:
+    """Hand on batches parked `awaiting` whose waiting calls have all ended (a finisher that
+    died between its two steps, or a call ended by another path)."""
+    with rt.db.session() as s:
+        parked = s.exec(
+            select(Turn).where(Turn.status == TurnStatus.ACTIVE, Turn.phase == TurnPhase.AWAITING)
+        ).all()
+    resumed = 0
+    for turn in parked:
+        with rt.db.session() as s:
+            if calls.has_waiting(s, turn.id, turn.step) or not calls.resume(rt, s, turn.id):
+                continue
+        log.warning("turn %s: resuming its batch, whose waiting calls have all ended", turn.id)
+        rt.queue.tool_batch(turn.id, turn.step)
+        resumed += 1
+    return resumed
 
 
 def start_orphaned_turns(rt: Runtime) -> int:
@@ -95,7 +119,7 @@ def time_out_approvals(rt: Runtime) -> None:
     limit = rt.settings.tools.approval_timeout_seconds
     if limit <= 0:
         return
-    cutoff = utcnow() - timedelta(seconds=limit)
+    cutoff = rt.db.ago(limit)
     with rt.db.session() as s:
         parked = s.exec(
             select(Turn).where(

@@ -1,11 +1,24 @@
-"""A tool batch: run a step's approved calls (each at most once), store results, go on."""
+"""A tool batch: run a step's approved calls (each at most once), store results, go on.
+
+A call that ends its execute phase `waiting` leaves the batch incomplete: the turn
+is parked `awaiting` and whatever finishes the call hands the batch back
+(`calls.finish_waiting`); the batch then runs again, finds nothing left to run,
+and moves on to the next model step.
+"""
 
 from __future__ import annotations
 
-from app.engine import calls as call_store
-from app.engine import turns
+import os
+import socket
+from collections.abc import Callable
+
+from sqlmodel import Session
+
+from app.engine import calls, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced, run_phase
+from app.engine.leases import fenced
+from app.engine.outbox import ordered
+from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer
 from app.events import EventType, Fence
 from app.runtime import Runtime
@@ -18,12 +31,13 @@ from app.storage.models import (
     TurnStatus,
     Workstream,
     WorkstreamState,
-    utcnow,
 )
-from app.tools import images
-from app.tools.base import ToolContext
+from app.tools import toolset as toolsets
+from app.tools.base import ToolContext, ToolOutcome
 from app.tools.ordering import lanes, paths_named
 from app.tools.pipeline import PreparedCall, execute_call, run_calls
+
+RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # recorded with each call this process starts
 
 
 def run(rt: Runtime, turn_id: str, step: int) -> None:
@@ -36,8 +50,8 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
         assert turn is not None
         ws = s.get(Workstream, turn.ws_id)
         assert ws is not None
-        rows = call_store.batch(s, turn.id, step)
-    _interrupt_orphans(rt, fence, ws, rows)
+        rows = calls.batch(s, turn.id, step)
+    _interrupt_orphans(rt, fence, rows)
     read_paths: set[str] = set(ws.read_paths)
     to_run = [r for r in rows if r.status == CallStatus.APPROVED]
     in_lanes = lanes(to_run, lambda row: paths_named(row.args, ws.working_dir))
@@ -50,20 +64,15 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
     _advance(rt, fence, ws.id, step, read_paths)
 
 
-def _interrupt_orphans(rt: Runtime, fence: Fence, ws: Workstream, rows: list[ToolCall]) -> None:
+def _interrupt_orphans(rt: Runtime, fence: Fence, rows: list[ToolCall]) -> None:
     """A call found running was started by a worker that died: never run it again."""
     for row in rows:
         if row.status != CallStatus.RUNNING:
             continue
         with fenced(rt, fence) as (s, _turn):
-            stored = s.get(ToolCall, row.id, populate_existing=True)
-            assert stored is not None
-            stored.status = CallStatus.INTERRUPTED
-            stored.output = call_store.INTERRUPTED_OUTPUT
-            stored.is_error = True
-            stored.finished_at = utcnow()
-            s.add(stored)
-        _announce_result(rt, fence, ws.id, stored)
+            interrupted = calls.interrupt(s, row)
+        if interrupted:
+            calls.announce(rt, row, fence)
 
 
 def _run_one(
@@ -75,112 +84,124 @@ def _run_one(
     cancelled: CancelCheck,
 ) -> None:
     with fenced(rt, fence) as (s, turn):
-        stored = s.get(ToolCall, row.id, populate_existing=True)
-        assert stored is not None
-        if stored.status != CallStatus.APPROVED:
-            return
         if turn.cancel_requested or cancelled():
-            stored.status, stored.output, stored.is_error = (
-                CallStatus.CANCELLED,
-                call_store.CANCELLED_OUTPUT,
-                True,
-            )
-        else:
-            stored.status = CallStatus.RUNNING  # committed before it runs: at most once
-            stored.started_at = utcnow()
-        s.add(stored)
-    if stored.status == CallStatus.CANCELLED:
-        return _announce_result(rt, fence, ws.id, stored)
+            if calls.cancel_unstarted(s, row):
+                calls.announce(rt, row, fence)
+            return
+        if not calls.start(s, row, RUNNER):  # committed before it runs: at most once
+            return
     chunks = Coalescer(
         lambda text: rt.events.publish(
             ws.id,
             EventType.TOOL_OUTPUT_CHUNK,
             turn_id=fence.turn_id,
             fence=fence,
-            call_id=stored.call_id,
+            call_id=row.call_id,
             text=text,
         )
     )
-    ctx = ToolContext(
+    ctx = _context(rt, fence, ws, row, read_paths, cancelled, chunks.add)
+    try:
+        outcome = _execute(rt, ws, row, ctx)
+    finally:
+        chunks.close()  # a call's pending output always goes out before its result
+    with fenced(rt, fence) as (s, _turn):
+        if outcome.waiting_on is not None:
+            calls.wait(s, row, outcome.waiting_on)
+            return
+        calls.finish(s, row, outcome.output, outcome.is_error, leaving=[CallStatus.RUNNING])
+    calls.announce(rt, row, fence)
+
+
+def _execute(rt: Runtime, ws: Workstream, row: ToolCall, ctx: ToolContext) -> ToolOutcome:
+    """Phase 3 with the tool the model saw (its recorded catalog version), or why it is gone."""
+    tool = toolsets.resolve(rt.registry, rt.tool_sources, row.func_name, ws.kind, row.catalog_version)
+    if isinstance(tool, str):
+        return ToolOutcome(tool, is_error=True)
+    return execute_call(tool, _prepared(row), ctx)
+
+
+def _context(
+    rt: Runtime,
+    fence: Fence,
+    ws: Workstream,
+    row: ToolCall,
+    read_paths: set[str],
+    cancelled: CancelCheck,
+    emit: Callable[[str], None],
+) -> ToolContext:
+    def publish(type_: str, fields: dict[str, object]) -> None:
+        rt.events.publish(ws.id, type_, turn_id=fence.turn_id, fence=fence, call_id=row.call_id, **fields)
+
+    return ToolContext(
         ws_id=ws.id,
         working_dir=ws.working_dir,
         settings=rt.settings.tools,
         model=rt.settings.model(ws.model),
         is_cancelled=cancelled,
-        emit_output=chunks.add,
+        emit_output=emit,
         read_paths=read_paths,
         kind=ws.kind,
+        workstream=ws,
+        turn_id=fence.turn_id,
+        call_id=row.call_id,
+        db=rt.db,
+        publish=publish,
     )
-    try:
-        outcome = execute_call(rt.registry, _prepared(stored), ctx)
-    finally:
-        chunks.close()  # a call's pending output always goes out before its result
-    with fenced(rt, fence) as (s, _turn):
-        done = s.get(ToolCall, row.id, populate_existing=True)
-        assert done is not None
-        done.status = CallStatus.DONE
-        done.output = outcome.output
-        done.is_error = outcome.is_error
-        done.finished_at = utcnow()
-        s.add(done)
-    _announce_result(rt, fence, ws.id, done)
 
 
 def _advance(rt: Runtime, fence: Fence, ws_id: str, step: int, read_paths: set[str]) -> None:
-    """Store every result as a tool message, then the next model step (or the cancelled end)."""
-    with fenced(rt, fence) as (s, turn):
-        for row in call_store.batch(s, turn.id, step):
-            if row.status == CallStatus.APPROVED:  # cancelled before a thread picked it up
-                row.status, row.output, row.is_error = CallStatus.CANCELLED, call_store.CANCELLED_OUTPUT, True
-                s.add(row)
-            s.add(
-                Message(
-                    ws_id=ws_id,
-                    turn_id=turn.id,
-                    role="tool",
-                    tool_call_id=row.call_id,
-                    name=row.func_name,
-                    content=row.output or "",
-                    is_error=row.is_error,
-                )
-            )
+    """Store every result as a tool message, then the next model step (or the cancelled end);
+    with calls still waiting, park the turn until they finish."""
+    with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
+        rows = calls.batch(s, turn.id, step)
+        if turn.cancel_requested:
+            for row in calls.close_open(s, rows, by="cancel"):
+                calls.announce(rt, row, fence, out)
+        elif calls.has_waiting(s, turn.id, step):
+            return _park(rt, s, turn, ws_id, read_paths)
+        for row in rows:
+            if calls.cancel_unstarted(s, row):  # cancelled before a thread picked it up
+                calls.announce(rt, row, fence, out)
+        calls.answer(s, turn, step)
         if turn.feedback:
             s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.feedback))
             turn.feedback = None
-        ws = s.get(Workstream, ws_id, populate_existing=True)
-        assert ws is not None
-        ws.read_paths = sorted(set(ws.read_paths) | read_paths)
-        s.add(ws)
+        _keep_read_paths(s, ws_id, read_paths)
         if turn.cancel_requested:
-            state = turns.end_turn(rt, s, turn, TurnStatus.CANCELLED)
+            turns.end_turn(s, out, turn, TurnStatus.CANCELLED, fence=fence)
+            ended = True
         else:
             turn.step = step + 1
             turn.phase = TurnPhase.MODEL
             turn.heartbeat_at = None
             turn.step_claims = 0
-            turn.phase_started_at = turn.enqueued_at = utcnow()
+            turn.phase_started_at = turn.enqueued_at = rt.db.now()
             s.add(turn)
             turns.set_state(s, ws_id, WorkstreamState.THINKING)
-            state = None
-    if state is not None:
-        return turns.announce_end(rt, turn, state, fence)
-    rt.events.publish(
-        ws_id, EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING
-    )
-    rt.queue.model_step(turn.id, step + 1)
+            out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING)
+            ended = False
+    if ended:
+        turns.activate_next(rt, ws_id)
+    else:
+        rt.queue.model_step(turn.id, step + 1)
 
 
-def _announce_result(rt: Runtime, fence: Fence, ws_id: str, row: ToolCall) -> None:
-    rt.events.publish(
-        ws_id,
-        EventType.TOOL_RESULT,
-        turn_id=fence.turn_id,
-        fence=fence,
-        call_id=row.call_id,
-        name=row.func_name,
-        output=images.summary(row.output or ""),  # clients get a line; the model gets the image
-        is_error=row.is_error,
-    )
+def _park(rt: Runtime, s: Session, turn: Turn, ws_id: str, read_paths: set[str]) -> None:
+    """Some call finishes later: no worker holds the turn until the last one does."""
+    _keep_read_paths(s, ws_id, read_paths)
+    turn.phase = TurnPhase.AWAITING
+    turn.heartbeat_at = None
+    turn.step_claims = 0
+    turn.phase_started_at = turn.enqueued_at = rt.db.now()
+    s.add(turn)
+
+
+def _keep_read_paths(s: Session, ws_id: str, read_paths: set[str]) -> None:
+    ws = s.get(Workstream, ws_id, populate_existing=True)
+    assert ws is not None
+    ws.read_paths = sorted(set(ws.read_paths) | read_paths)
+    s.add(ws)
 
 
 def _prepared(row: ToolCall) -> PreparedCall:

@@ -8,6 +8,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from app.engine.outbox import Outbox, ordered
 from app.errors import NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.runtime import Runtime
@@ -20,6 +21,8 @@ from app.storage.models import (
     WorkstreamState,
     utcnow,
 )
+
+MAX_ACTIVATION_RACES = 5
 
 
 def new_id() -> str:
@@ -67,9 +70,25 @@ def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
         return s.exec(select(Turn).where(Turn.ws_id == ws_id, Turn.idempotency_key == key)).first()
 
 
+class _AlreadyStarted(Exception):
+    """The queued turn picked was started by a racing activator: roll back, pick again."""
+
+
 def activate_next(rt: Runtime, ws_id: str) -> str | None:
     """Start the oldest queued turn when no turn is active; the started turn's id."""
-    with rt.db.session() as s:
+    for _ in range(MAX_ACTIVATION_RACES):
+        try:
+            turn_id = _activate_oldest(rt, ws_id)
+        except _AlreadyStarted:
+            continue
+        if turn_id is not None:
+            rt.queue.model_step(turn_id, 0)
+        return turn_id
+    return None  # the sweeper starts whatever is still queued
+
+
+def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
+    with ordered(rt, ws_id) as out, rt.db.session() as s:
         turn = s.exec(
             select(Turn)
             .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
@@ -85,28 +104,30 @@ def activate_next(rt: Runtime, ws_id: str) -> str | None:
         )
         if taken.rowcount != 1:
             return None  # another turn is active; this one starts when it ends
-        now = utcnow()
-        turn.status = TurnStatus.ACTIVE
-        turn.phase = TurnPhase.MODEL
-        turn.started_at = now
-        turn.enqueued_at = now
-        s.add(turn)
+        now = rt.db.now()
+        started = s.exec(
+            update(Turn)
+            .where(col(Turn.id) == turn.id, col(Turn.status) == TurnStatus.QUEUED)
+            .values(status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=now, enqueued_at=now)
+        )
+        if started.rowcount != 1:
+            raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
         s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message))
-        turn_id = turn.id
-    rt.events.publish(ws_id, EventType.MESSAGE, turn_id=turn_id, role="user", content=turn.message)
-    rt.events.publish(ws_id, EventType.STATE_CHANGE, turn_id=turn_id, state=WorkstreamState.THINKING)
-    rt.queue.model_step(turn_id, 0)
-    return turn_id
+        out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message)
+        out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
+        return turn.id
 
 
 def end_turn(
-    rt: Runtime,
     s: Session,
+    out: Outbox,
     turn: Turn,
     status: TurnStatus,
     error: str | None = None,
+    fence: Fence | None = None,
 ) -> WorkstreamState:
-    """Inside the caller's (fenced) transaction: close the turn and free the workstream."""
+    """Inside the caller's (fenced, ordered) transaction: close the turn and free the
+    workstream. The caller calls `activate_next` once its events are out."""
     turn.status = status
     turn.phase = TurnPhase.FINISHED
     turn.ended_at = utcnow()
@@ -119,15 +140,12 @@ def end_turn(
         .where(col(Workstream.id) == turn.ws_id, col(Workstream.active_turn_id) == turn.id)
         .values(active_turn_id=None, state=state, updated_at=utcnow())
     )
+    if error is not None:
+        out.add(EventType.ERROR, turn_id=turn.id, fence=fence, message=error)
+    if status == TurnStatus.CANCELLED:
+        out.add(EventType.CANCELLED, turn_id=turn.id, fence=fence)
+    out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
     return state
-
-
-def announce_end(rt: Runtime, turn: Turn, state: WorkstreamState, fence: Fence | None) -> None:
-    """After the end committed: tell clients, then start whatever was queued."""
-    if turn.status == TurnStatus.CANCELLED:
-        rt.events.publish(turn.ws_id, EventType.CANCELLED, turn_id=turn.id, fence=fence)
-    rt.events.publish(turn.ws_id, EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
-    activate_next(rt, turn.ws_id)
 
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:

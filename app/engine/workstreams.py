@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from sqlmodel import col, func, select
@@ -11,7 +12,7 @@ from app.engine import calls as call_store
 from app.engine.turns import new_id
 from app.errors import BadRequestError, NotFoundError
 from app.runtime import Runtime
-from app.storage.models import CallStatus, Turn, TurnStatus, Workstream
+from app.storage.models import CallStatus, Message, Turn, TurnStatus, Workstream
 
 
 def create(
@@ -82,6 +83,11 @@ def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
             .select_from(Turn)
             .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
         ).one()
+        usages = s.exec(
+            select(Message.usage).where(
+                Message.ws_id == ws_id, Message.role == "assistant", col(Message.usage).is_not(None)
+            )
+        ).all()
     out = summary(ws)
     out["turn"] = (
         {
@@ -95,4 +101,15 @@ def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
     )
     out["pending_approvals"] = [call_store.item(r) for r in rows if r.status == CallStatus.PENDING]
     out["queued_messages"] = int(queued)
+    out["usage"] = total_usage(dict(u) for u in usages if u)
     return out
+
+
+def total_usage(usages: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Token counts of every model step added up, key by key (input, output, cache...)."""
+    total: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
+    for usage in usages:
+        for key, value in usage.items():
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+    return total

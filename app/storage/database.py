@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
@@ -63,6 +64,20 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+    @property
+    def is_postgresql(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    def now(self) -> Any:
+        """The time to write into a lease column: the database server's clock on PostgreSQL,
+        so that workers on machines whose clocks differ compare one clock (a SQLite file is
+        only ever shared by processes of one machine, whose clock it is)."""
+        return func.clock_timestamp() if self.is_postgresql else datetime.now(UTC)
+
+    def ago(self, seconds: float) -> Any:
+        """`now()` less `seconds`, for comparing lease columns against."""
+        return self.now() - timedelta(seconds=seconds)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -6,8 +6,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import Column, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+from app.storage.types import SafeJSON, SafeText
 
 
 def utcnow() -> datetime:
@@ -37,6 +39,7 @@ class TurnPhase(StrEnum):
     MODEL = "model"
     APPROVAL = "approval"  # parked: no worker holds it
     TOOLS = "tools"
+    AWAITING = "awaiting"  # its batch waits for calls that finish later: no worker holds it
     FINISHED = "finished"
 
 
@@ -66,13 +69,13 @@ class Workstream(SQLModel, table=True):
     parent_id: str | None = Field(default=None, max_length=32)
     model: str | None = Field(default=None, max_length=200)
     auto_approve: bool = False
-    auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    read_paths: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
+    read_paths: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
     # Tools that tool search has brought into view for this workstream; they stay offered.
     expanded_tools: list[str] = Field(
-        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+        default_factory=list, sa_column=Column(SafeJSON, nullable=False, server_default="[]")
     )
-    working_dir: str = Field(sa_column=Column(Text, nullable=False))
+    working_dir: str = Field(sa_column=Column(SafeText, nullable=False))
     state: str = Field(default=WorkstreamState.IDLE, max_length=16)
     active_turn_id: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
@@ -87,7 +90,7 @@ class Turn(SQLModel, table=True):
     ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
     status: str = Field(default=TurnStatus.QUEUED, max_length=16, index=True)
     phase: str = Field(default=TurnPhase.WAITING, max_length=16)
-    message: str = Field(sa_column=Column(Text, nullable=False))
+    message: str = Field(sa_column=Column(SafeText, nullable=False))
     origin: str = Field(default="user", max_length=32)
     idempotency_key: str | None = Field(default=None, max_length=200)  # a retried send finds its turn
     step: int = 0  # model steps taken
@@ -97,8 +100,8 @@ class Turn(SQLModel, table=True):
     enqueued_at: datetime | None = None
     phase_started_at: datetime | None = None
     cancel_requested: bool = False
-    feedback: str | None = Field(default=None, sa_column=Column(Text))
-    error: str | None = Field(default=None, sa_column=Column(Text))
+    feedback: str | None = Field(default=None, sa_column=Column(SafeText))
+    error: str | None = Field(default=None, sa_column=Column(SafeText))
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -111,13 +114,13 @@ class Message(SQLModel, table=True):
     ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
     turn_id: str | None = Field(default=None, max_length=32)
     role: str = Field(max_length=16)
-    content: str | None = Field(default=None, sa_column=Column(Text))
-    reasoning: str | None = Field(default=None, sa_column=Column(Text))  # assistant: shown, never re-sent
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
+    content: str | None = Field(default=None, sa_column=Column(SafeText))
+    reasoning: str | None = Field(default=None, sa_column=Column(SafeText))  # assistant: shown, never re-sent
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(SafeJSON))
     tool_call_id: str | None = Field(default=None, max_length=200)
     name: str | None = Field(default=None, max_length=200)
     is_error: bool = False
-    usage: dict[str, int] | None = Field(default=None, sa_column=Column(JSON))  # assistant: tokens
+    usage: dict[str, int] | None = Field(default=None, sa_column=Column(SafeJSON))  # assistant: tokens
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -132,16 +135,16 @@ class ToolCall(SQLModel, table=True):
     position: int
     call_id: str = Field(max_length=200)
     func_name: str = Field(max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    header: str = Field(default="", sa_column=Column(Text, nullable=False))
-    preview: str = Field(default="", sa_column=Column(Text, nullable=False))
+    args: dict[str, Any] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    header: str = Field(default="", sa_column=Column(SafeText, nullable=False))
+    preview: str = Field(default="", sa_column=Column(SafeText, nullable=False))
     needs_approval: bool = True
-    error: str | None = Field(default=None, sa_column=Column(Text))
+    error: str | None = Field(default=None, sa_column=Column(SafeText))
     status: str = Field(max_length=16)
     decided_by: str | None = Field(default=None, max_length=200)
     decided_how: str | None = Field(default=None, max_length=16)  # user, always, auto, timeout, cancel
-    feedback: str | None = Field(default=None, sa_column=Column(Text))
-    output: str | None = Field(default=None, sa_column=Column(Text))
+    feedback: str | None = Field(default=None, sa_column=Column(SafeText))
+    output: str | None = Field(default=None, sa_column=Column(SafeText))
     is_error: bool = False
     catalog_version: str | None = Field(default=None, max_length=64)  # the tool set the model saw
     waiting_on: str | None = Field(default=None, max_length=200)  # what a `waiting` call waits for

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, MutableSet
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.settings import ModelSettings, ToolSettings
+
+if TYPE_CHECKING:
+    from app.storage.database import Database
+    from app.storage.models import Workstream
 
 
 def _never_cancelled() -> bool:
@@ -21,9 +25,19 @@ def _discard(_chunk: str) -> None:
     return None
 
 
+def _no_events(_type: str, _fields: dict[str, Any]) -> None:
+    return None
+
+
 @dataclass
 class ToolContext:
-    """The world a handler may see: never a request, a task or a connection."""
+    """The world a handler may see: never a request, a task or a connection.
+
+    `db` is the service's storage (tools that keep state: memories, watches);
+    `publish(type, fields)` sends an event of this call to the workstream's clients
+    (tagged with its `call_id`); `fetcher` is the guarded HTTP fetcher where the
+    service has one. A handler tested alone gets inert defaults for all of them.
+    """
 
     ws_id: str
     working_dir: str
@@ -33,6 +47,12 @@ class ToolContext:
     emit_output: Callable[[str], None] = _discard  # streamed stdout, as produced
     read_paths: MutableSet[str] = field(default_factory=set)  # read-before-edit guard
     kind: str = "interactive"
+    workstream: Workstream | None = None  # a detached snapshot, as the step loaded it
+    turn_id: str | None = None
+    call_id: str | None = None
+    db: Database | None = None
+    publish: Callable[[str, dict[str, Any]], None] = _no_events
+    fetcher: Any = None
 
 
 @dataclass(frozen=True)
@@ -53,8 +73,13 @@ class Preparation:
 
 @dataclass(frozen=True)
 class ToolOutcome:
+    """Phase 3's answer. With `waiting_on` set, the call is not over: its execute phase
+    started something (a sub-agent's turn, say) whose end will finish the call later,
+    through `app.engine.calls.finish_waiting`; `output` is then ignored."""
+
     output: str
     is_error: bool = False
+    waiting_on: str | None = None
 
 
 class ToolHandler(Protocol):

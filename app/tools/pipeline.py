@@ -11,12 +11,12 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from app.settings import TOOL_POOL_SIZE
 from app.tools import images
 from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.registry import TASK, Registry
+from app.tools.tool import Tool
 from app.tools.truncation import truncate
 
 log = logging.getLogger(__name__)
@@ -55,11 +55,19 @@ class PreparedCall:
         )
 
 
+class ToolLookup(Protocol):
+    """What prepare and execute resolve names with: the built-in registry, or a step's ToolSet."""
+
+    def tool(self, name: str, kind: str) -> Tool | None: ...
+
+    def offered_names(self, kind: str) -> list[str]: ...
+
+
 class ArgumentsError(ValueError):
     """The raw arguments cannot be turned into an argument object."""
 
 
-def parse_arguments(raw: str | None, primary_key: str) -> dict[str, Any]:
+def parse_arguments(raw: str | None, primary_key: str | None) -> dict[str, Any]:
     """The argument object from the model's raw text.
 
     A bare string that is not JSON (`ls -la`), a JSON string, or a bare word
@@ -76,11 +84,13 @@ def parse_arguments(raw: str | None, primary_key: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         if text[0] in "{[":
             value = _leading_object(text, exc)
+        elif primary_key is None:
+            raise ArgumentsError("arguments must be a JSON object") from None
         else:
             return {primary_key: raw}
-    if isinstance(value, str):
+    if primary_key is not None and isinstance(value, str):
         return {primary_key: value}
-    if value is None or isinstance(value, (bool, int, float)):
+    if primary_key is not None and (value is None or isinstance(value, (bool, int, float))):
         return {primary_key: text}
     if not isinstance(value, dict):
         raise ArgumentsError(f"arguments must be a JSON object, not {type(value).__name__}")
@@ -97,7 +107,7 @@ def _leading_object(text: str, error: json.JSONDecodeError) -> Any:
 
 
 def prepare_call(
-    registry: Registry, call_id: str, name: str, raw_arguments: str | None, ctx: ToolContext
+    tools: ToolLookup, call_id: str, name: str, raw_arguments: str | None, ctx: ToolContext
 ) -> PreparedCall:
     """Phase 1: a prepared call, or an error item that will not be executed."""
     shown = name if len(name) <= MAX_NAME_IN_ERROR else name[:MAX_NAME_IN_ERROR] + "..."
@@ -105,17 +115,18 @@ def prepare_call(
     def error_item(message: str, args: dict[str, Any] | None = None) -> PreparedCall:
         return PreparedCall(call_id, name, args or {}, header=shown, error=message)
 
-    if not registry.is_offered(name, ctx.kind):
-        offered = ", ".join(registry.offered_names(ctx.kind)) or "none"
+    tool = tools.tool(name, ctx.kind)
+    if tool is None:
+        offered = ", ".join(tools.offered_names(ctx.kind)) or "none"
         return error_item(f"Unknown tool: {shown}. Available tools: {offered}")
     try:
-        args = parse_arguments(raw_arguments, registry.primary_key_map[name])
+        args = parse_arguments(raw_arguments, tool.definition.primary_key)
     except ArgumentsError as exc:
         return error_item(f"Error: {name}: {exc}")
-    if unknown := _unknown_arguments(registry, name, args, ctx.kind):
+    if unknown := _unknown_arguments(tool, args, ctx.kind):
         return error_item(unknown, args)
     try:
-        prep = registry.handler(name).prepare(args, ctx)
+        prep = tool.handler.prepare(args, ctx)
         if not isinstance(prep, Preparation):
             raise TypeError(f"prepare() returned {type(prep).__name__}, not a Preparation")
     except Exception as exc:  # the tool boundary: a handler bug is a result, not a crash
@@ -124,43 +135,40 @@ def prepare_call(
     if prep.error is not None:
         return PreparedCall(call_id, name, prep.args, prep.header, prep.preview, False, prep.error)
     return PreparedCall(
-        call_id, name, prep.args, prep.header, prep.preview, _needs_approval(registry, name, prep, ctx), None
+        call_id, name, prep.args, prep.header, prep.preview, tool.needs_approval(prep, ctx.kind), None
     )
 
 
-def _unknown_arguments(registry: Registry, name: str, args: dict[str, Any], kind: str) -> str | None:
+def _unknown_arguments(tool: Tool, args: dict[str, Any], kind: str) -> str | None:
     """An error naming arguments the tool does not take: dropping them quietly could
     change what the call does (a `cwd` for bash would be ignored, and the command run
     elsewhere than the model meant)."""
-    definition = registry.definition(name)
-    unknown = definition.unknown_arguments(args, kind) if definition is not None else []
-    if definition is None or not unknown:
+    definition = tool.definition
+    unknown = definition.unknown_arguments(args, kind)
+    if not unknown:
         return None
     takes = ", ".join(definition.parameters_for(kind).get("properties", {}))
-    return f"Error: {name} does not take {', '.join(map(repr, unknown))}; it takes: {takes}"
+    return f"Error: {tool.name} does not take {', '.join(map(repr, unknown))}; it takes: {takes}"
 
 
-def _needs_approval(registry: Registry, name: str, prep: Preparation, ctx: ToolContext) -> bool:
-    # A task sub-agent skips confirmation for TASK_AUTO_TOOLS (the schema's
-    # auto_approve), even where an interactive session would ask (web_fetch).
-    if ctx.kind == TASK and name in registry.task_auto_tools:
-        return False
-    return prep.needs_approval
+def execute_call(tools: ToolLookup | Tool | None, call: PreparedCall, ctx: ToolContext) -> ToolOutcome:
+    """Phase 3: run an approved call; error items return their error unexecuted.
 
-
-def execute_call(registry: Registry, call: PreparedCall, ctx: ToolContext) -> ToolOutcome:
-    """Phase 3: run an approved call; error items return their error unexecuted."""
+    `tools` is the tool itself (the batch resolved it), or a lookup to resolve it
+    from; a call whose tool is gone is an error result, not a crash."""
     if call.error is not None:
         return ToolOutcome(call.error, is_error=True)
-    if not registry.has_handler(call.func_name):
+    tool = tools if isinstance(tools, Tool) or tools is None else tools.tool(call.func_name, ctx.kind)
+    if tool is None:
         return ToolOutcome(f"Unknown tool: {call.func_name}", is_error=True)
     try:
-        outcome = registry.handler(call.func_name).execute(call.args, ctx)
+        outcome = tool.handler.execute(call.args, ctx)
     except Exception as exc:  # the tool boundary
         log.exception("executing %s call %s failed", call.func_name, call.call_id)
         return ToolOutcome(f"Error: {exc}", is_error=True)
-    if images.image_content(outcome.output) is not None:
-        # Cut in half, an image would be neither image nor text; the marker's own cap bounds it.
+    if outcome.waiting_on is not None or images.image_content(outcome.output) is not None:
+        # A waiting call has no output yet; cut in half, an image would be neither
+        # image nor text (the marker's own cap bounds it).
         return outcome
     output = truncate(outcome.output, ctx.settings.truncation)
     return ToolOutcome(output, outcome.is_error)

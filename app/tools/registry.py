@@ -6,21 +6,17 @@ import. It derives the spec's tool sets from the schema files' metadata.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.tools.base import ToolHandler
+from app.tools.tool import COORDINATOR, INTERACTIVE, KINDS, TASK, Tool, ToolDefinition
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
-INTERACTIVE = "interactive"
-COORDINATOR = "coordinator"
-TASK = "task"
-KINDS = (INTERACTIVE, COORDINATOR, TASK)
+__all__ = ["COORDINATOR", "INTERACTIVE", "KINDS", "TASK", "Registry", "RegistryError", "build_registry"]
 
 SCHEMA_KEYS = frozenset({"name", "description", "parameters"})
 META_KEYS = frozenset(
@@ -43,105 +39,6 @@ class RegistryError(Exception):
     """The schema files and handlers disagree, or a schema file is malformed."""
 
 
-@dataclass(frozen=True)
-class ToolDefinition:
-    """One tool as its schema file declares it: the model-facing schema plus metadata."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def primary_key(self) -> str:
-        return self.meta["primary_key"]
-
-    @property
-    def is_task_agent(self) -> bool:
-        return bool(self.meta.get("task_agent"))
-
-    @property
-    def is_auto_approve(self) -> bool:
-        return bool(self.meta.get("auto_approve"))
-
-    @property
-    def is_coordinator(self) -> bool:
-        return bool(self.meta.get("coordinator"))
-
-    @property
-    def is_interactive(self) -> bool:
-        """Offered to interactive sessions: everything but coordinator-only tools."""
-        return not self.is_coordinator or bool(self.meta.get("interactive"))
-
-    def is_for_kind(self, kind: str) -> bool:
-        if kind == INTERACTIVE:
-            return self.is_interactive
-        if kind == COORDINATOR:
-            return self.is_coordinator
-        if kind == TASK:
-            return self.is_task_agent
-        raise ValueError(f"unknown session kind {kind!r}; expected one of {', '.join(KINDS)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The schema file's form: schema keys and metadata together."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "parameters": copy.deepcopy(dict(self.parameters)),
-            **copy.deepcopy(dict(self.meta)),
-        }
-
-    def parameters_for(self, kind: str) -> dict[str, Any]:
-        """The parameters schema a session of this kind sees (its variant applied)."""
-        variant = self.meta.get("kind_variants", {}).get(kind, {})
-        return _overlay_parameters(self.parameters, variant.get("parameters"))
-
-    def unknown_arguments(self, args: Mapping[str, Any], kind: str) -> list[str]:
-        """Argument names the schema does not declare, where it forbids others."""
-        parameters = self.parameters_for(kind)
-        if parameters.get("additionalProperties", True) is not False:
-            return []
-        return sorted(set(args) - set(parameters.get("properties", {})))
-
-    def model_schema(self, kind: str, working_dir: str, workspace_dir: str | None) -> dict:
-        """The OpenAI function schema this kind of session sees; no metadata."""
-        variant = self.meta.get("kind_variants", {}).get(kind, {})
-        description = variant.get("description", self.description)
-        parameters = self.parameters_for(kind)
-        notes = [description]
-        if "cwd_note" in self.meta:
-            notes.append(self.meta["cwd_note"].replace("{working_dir}", working_dir))
-        if "workspace_note" in self.meta and workspace_dir is not None:
-            notes.append(self.meta["workspace_note"].replace("{workspace_dir}", workspace_dir))
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": " ".join(notes),
-                "parameters": parameters,
-            },
-        }
-
-
-def _overlay_parameters(base: Mapping[str, Any], overlay: Mapping[str, Any] | None) -> dict:
-    """`base` with `overlay` applied: properties merged one by one (None removes
-    one), any other key replaced."""
-    parameters = copy.deepcopy(dict(base))
-    for key, value in (overlay or {}).items():
-        if key != "properties":
-            parameters[key] = copy.deepcopy(value)
-            continue
-        properties = parameters.setdefault("properties", {})
-        for prop, schema in value.items():
-            if schema is None:
-                properties.pop(prop, None)
-                if prop in parameters.get("required", []):
-                    parameters["required"] = [r for r in parameters["required"] if r != prop]
-            else:
-                properties[prop] = copy.deepcopy(schema)
-    return parameters
-
-
 class Registry:
     """Every built-in tool definition, the handlers that exist, and the derived sets.
 
@@ -162,6 +59,19 @@ class Registry:
         self.task_agent_tools = [d for d in definitions if d.is_task_agent]
         self.interactive_tools = [d for d in definitions if d.is_interactive]
         self.coordinator_tools = [d for d in definitions if d.is_coordinator]
+        self._tools = {
+            d.name: Tool(d, self._handlers[d.name]) for d in definitions if d.name in self._handlers
+        }
+
+    def tool(self, name: str, kind: str) -> Tool | None:
+        """The built-in tool a session of this kind may call by that name."""
+        return self._tools.get(name) if self.is_offered(name, kind) else None
+
+    def offered(self, kind: str) -> list[Tool]:
+        """The built-in tools a session of `kind` is offered, in schema-file order."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown session kind {kind!r}; expected one of {', '.join(KINDS)}")
+        return [self._tools[d.name] for d in self.tools if self.is_offered(d.name, kind)]
 
     def definition(self, name: str) -> ToolDefinition | None:
         return self._by_name.get(name)
@@ -185,13 +95,7 @@ class Registry:
 
     def model_tools(self, kind: str, working_dir: str, workspace_dir: str | None) -> list[dict]:
         """The tool list for a model in a session of `kind`: only tools with a handler."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown session kind {kind!r}; expected one of {', '.join(KINDS)}")
-        return [
-            d.model_schema(kind, working_dir, workspace_dir)
-            for d in self.tools
-            if self.is_offered(d.name, kind)
-        ]
+        return [t.schema(kind, working_dir, workspace_dir) for t in self.offered(kind)]
 
 
 def default_handlers() -> dict[str, ToolHandler]:

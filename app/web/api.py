@@ -73,14 +73,7 @@ def cancel(ws_id: str) -> Any:
 def history(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, ws_id)
-    # The cursor is read before the messages: replaying after it may repeat what
-    # the history already holds, but can never miss anything.
-    cursor = rt.events.last_id(ws_id)
-    with rt.db.session() as s:
-        rows = conversation.messages(s, ws_id)
-    return _reply(
-        200, {"ws_id": ws_id, "last_event_id": cursor, "messages": [conversation.as_history(r) for r in rows]}
-    )
+    return _reply(200, conversation.history(rt, ws_id))
 
 
 @api.get("/openapi.json")

@@ -154,7 +154,7 @@ class Services:
         self._spawn(
             "worker",
             [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads", "--concurrency", "8",
-             "--queues", "model_steps,tool_batches", "--hostname", name,
+             "--queues", "model_steps,tool_batches,control", "--hostname", name,
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         )  # fmt: skip
         # Ready when this very worker announces itself (a killed one's entry lingers a while).

@@ -10,14 +10,18 @@ from app.runtime import Runtime
 from app.settings import Settings
 from app.storage.migrate import upgrade
 from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream
-from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
+from tests.integration.services import REDIS_HOST, REDIS_PORT, Database, lease_redis_db, postgres_available
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def rt(tmp_path):
-    url = f"sqlite:///{tmp_path / 'leases.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def rt(request, tmp_path):
+    if request.param == "postgresql" and not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    db = Database(request.param, tmp_path)
+    request.addfinalizer(db.drop)
+    url = db.url
     upgrade(url)
     settings = Settings.from_mapping({}, {}).with_changes(
         database_url=url,
@@ -42,6 +46,11 @@ def _end_phase(rt: Runtime) -> None:
         s.add(turn)
 
 
+def fence_of(claimed):
+    assert claimed is not None
+    return claimed[0]
+
+
 def test_a_live_claim_keeps_a_duplicate_delivery_out(rt):
     assert claim(rt, "t", TurnPhase.MODEL, 0) is not None
     assert claim(rt, "t", TurnPhase.MODEL, 0) is None  # the same task delivered twice
@@ -50,21 +59,21 @@ def test_a_live_claim_keeps_a_duplicate_delivery_out(rt):
 def test_a_claim_gone_stale_is_taken_over_and_the_old_attempt_fenced_out(rt):
     import time
 
-    old = claim(rt, "t", TurnPhase.MODEL, 0)
+    old, first = claim(rt, "t", TurnPhase.MODEL, 0)
     time.sleep(0.4)  # its worker stopped beating
-    new = claim(rt, "t", TurnPhase.MODEL, 0)
-    assert new is not None and new.attempt == old.attempt + 1
+    new, second = claim(rt, "t", TurnPhase.MODEL, 0)
+    assert new.attempt == old.attempt + 1 and (first, second) == (1, 2)
     with rt.db.session() as s, pytest.raises(StaleAttemptError):
-        check(s, old)
+        check(rt, s, old)
     assert rt.events.publish("ws", "content", fence=old) is None
     assert rt.events.publish("ws", "content", fence=new) is not None
 
 
 def test_a_beat_after_the_phase_ended_does_not_block_the_next_claim(rt):
-    fence = claim(rt, "t", TurnPhase.MODEL, 0)
+    fence = fence_of(claim(rt, "t", TurnPhase.MODEL, 0))
     _end_phase(rt)
     with rt.db.session() as s:
-        assert beat(s, fence) is False  # released: the heartbeat thread stops
+        assert beat(rt, s, fence) is False  # released: the heartbeat thread stops
     with rt.db.session() as s:
         assert s.get(Turn, "t").heartbeat_at is None
     assert claim(rt, "t", TurnPhase.TOOLS, 0) is not None  # at once, not after the sweeper

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from app.engine import conversation
-from app.storage.models import Message, Workstream
+from app.storage.models import Message
 from app.tools import images
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
@@ -59,8 +59,7 @@ def test_summary_of_other_text_is_the_text():
 
 
 def stored(*rows: Message) -> list[dict]:
-    ws = Workstream(id="ws", name="w", working_dir="/w")
-    return conversation.for_model(ws, list(rows))[1:]  # without the system prompt
+    return conversation.for_model("system", list(rows))[1:]  # without the system prompt
 
 
 def test_for_model_turns_an_image_result_into_text_and_image_parts():

@@ -1,0 +1,64 @@
+"""A transition's events go out after it commits, and in the order the transitions committed.
+
+Events sent before the commit could be acted on before the state they announce is
+visible (a client approving the call an `approve_request` names, and told it is not
+pending); events sent after it could be overtaken by the next transition's, sent by
+another process (an `approval_resolved` before the `attention` it resolves). So each
+transition of a workstream holds that workstream's ordering lock from before its
+transaction until its events are out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from app import keys
+from app.events import Fence
+from app.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# A holder that died leaves the lock for this long at most; a waiter waits that long at
+# most, then goes on unordered rather than not at all.
+ORDER_LOCK_SECONDS = 10.0
+
+
+@dataclass
+class Outbox:
+    """The events of one transition, sent once it has committed."""
+
+    ws_id: str
+    events: list[tuple[str, str | None, Fence | None, dict[str, Any]]] = field(default_factory=list)
+
+    def add(
+        self, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
+    ) -> None:
+        self.events.append((type_, turn_id, fence, fields))
+
+
+@contextmanager
+def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
+    """Run a transition (its transaction inside this block) whose events go out in order."""
+    lock = rt.redis.lock(
+        keys.ws_order(ws_id), timeout=ORDER_LOCK_SECONDS, blocking_timeout=ORDER_LOCK_SECONDS
+    )
+    held = lock.acquire()
+    if not held:
+        log.warning("workstream %s: ordering lock not had in %s s; going on", ws_id, ORDER_LOCK_SECONDS)
+    try:
+        box = Outbox(ws_id)
+        yield box
+        for type_, turn_id, fence, fields in box.events:
+            rt.events.publish(ws_id, type_, turn_id=turn_id, fence=fence, **fields)
+    finally:
+        if held:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:  # expired meanwhile: someone else may hold it now
+                log.warning("workstream %s: ordering lock expired before its events were out", ws_id)

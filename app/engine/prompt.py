@@ -1,0 +1,57 @@
+"""The system prompt, built for each model step from small sections.
+
+A section is a function of the step's `PromptContext` that returns its text, or
+None to stay out. Capabilities add a section (skills, memories, MCP catalogs,
+watches) to `SECTIONS`, or a runtime adds its own; nobody edits one constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.settings import Settings
+from app.storage.models import Workstream
+from app.tools.toolset import ToolSet
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """What a section may look at: the workstream as the step loaded it, its tools, the settings."""
+
+    workstream: Workstream
+    tools: ToolSet
+    settings: Settings
+
+
+Section = Callable[[PromptContext], str | None]
+
+
+def identity(ctx: PromptContext) -> str:
+    return (
+        "You are an agent working in a workstream of turnstone-jobs. You have tools; "
+        "use them when they help, and answer plainly when they do not."
+    )
+
+
+def working_directory(ctx: PromptContext) -> str:
+    return f"Your working directory is {ctx.workstream.working_dir}."
+
+
+def hidden_tools(ctx: PromptContext) -> str | None:
+    if not ctx.tools.deferred:
+        return None
+    count = len(ctx.tools.deferred)
+    return (
+        f"{count} more tool{'s are' if count > 1 else ' is'} available but not listed; "
+        "search for them by what they do when the listed tools are not enough."
+    )
+
+
+SECTIONS: tuple[Section, ...] = (identity, working_directory, hidden_tools)
+
+
+def build(ctx: PromptContext, sections: Sequence[Section] = SECTIONS) -> str:
+    """The sections' texts in order, blank-line separated; empty ones left out."""
+    parts = (section(ctx) for section in sections)
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
