@@ -33,6 +33,6 @@ def verify(rt: Runtime, raw: str | None) -> str | None:
     configured = rt.settings.api_token
     if configured and hmac.compare_digest(raw.encode(), configured.encode()):
         return ENV_TOKEN_NAME
-    with rt.db.session() as s:
+    with rt.db.reader() as s:
         row = s.exec(select(ApiToken).where(ApiToken.token_hash == hash_token(raw))).first()
     return row.name if row else None

@@ -73,6 +73,6 @@ def history(rt: Runtime, ws_id: str) -> dict[str, Any]:
     repeat what the messages hold (a client drops events it has), never miss what they
     do not (the deltas of an answer still streaming)."""
     cursor = history_cursor(rt, ws_id)  # read before the messages
-    with rt.db.session() as s:
+    with rt.db.reader() as s:
         rows = messages(s, ws_id)
     return {"ws_id": ws_id, "last_event_id": cursor, "messages": [as_history(r) for r in rows]}

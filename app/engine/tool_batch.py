@@ -45,7 +45,7 @@ def run(rt: Runtime, turn_id: str, step: int) -> None:
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
-    with rt.db.session() as s:
+    with rt.db.reader() as s:
         turn = s.get(Turn, fence.turn_id)
         assert turn is not None
         ws = s.get(Workstream, turn.ws_id)

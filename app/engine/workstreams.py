@@ -42,7 +42,7 @@ def create(
 
 
 def get(rt: Runtime, ws_id: str) -> Workstream:
-    with rt.db.session() as s:
+    with rt.db.reader() as s:
         ws = s.get(Workstream, ws_id)
     if ws is None:
         raise NotFoundError(f"no workstream {ws_id}")
@@ -50,7 +50,7 @@ def get(rt: Runtime, ws_id: str) -> Workstream:
 
 
 def list_all(rt: Runtime) -> list[dict[str, Any]]:
-    with rt.db.session() as s:
+    with rt.db.reader() as s:
         rows = s.exec(select(Workstream).order_by(col(Workstream.created_at))).all()
     return [summary(ws) for ws in rows]
 
@@ -72,7 +72,7 @@ def summary(ws: Workstream) -> dict[str, Any]:
 
 def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
     """One workstream with its state, its pending approvals and its queued messages."""
-    with rt.db.session() as s:
+    with rt.db.reader() as s:
         ws = s.get(Workstream, ws_id)
         if ws is None:
             raise NotFoundError(f"no workstream {ws_id}")

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY_OPTION = "turnstone_read_only"
 
 
 def make_engine(url: str) -> Engine:
@@ -45,7 +46,9 @@ def _tune_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # A reader's transaction takes no write lock: it must not queue behind writers.
+        read_only = conn.get_execution_options().get(READ_ONLY_OPTION)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Database:
@@ -54,6 +57,7 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
+        self._reader_engine = self.engine.execution_options(**{READ_ONLY_OPTION: True})
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -64,6 +68,15 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+    @contextmanager
+    def reader(self) -> Iterator[Session]:
+        """A session that only reads: on SQLite it takes no write lock, so it never waits
+        behind a writer (WAL gives it the last committed state)."""
+        # Closing (not rolling back) leaves what was read loaded; the pool ends the
+        # transaction when the connection goes back.
+        with Session(self._reader_engine, expire_on_commit=False) as session:
+            yield session
 
     @property
     def is_postgresql(self) -> bool:

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from app.settings import Settings
+from app.taskqueue import TaskQueue, make_celery
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.tool_source import FakeTools
 from tests.integration.client import Api, EventSocket
 from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, postgres_available
 
@@ -45,6 +48,9 @@ def services(
         "[models.vision.capabilities]\nsupports_vision = true\n"
         # and one with no key anywhere: its turns must end with an error that says what to set
         '[models.keyless]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "TJ_TEST_UNSET_KEY"\n'
+        # a tool source found at runtime, as an MCP server would be (tests write its file)
+        '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
+        f'path = "{tmp / "fake-tools.json"}"\n'
     )
     svc.env["TURNSTONE_CONFIG"] = str(config)
     svc.env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-for-tests"
@@ -60,6 +66,19 @@ def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
     model_server.reset()
     yield model_server
     model_server.reset()
+
+
+@pytest.fixture
+def fake_tools(services: Services) -> Iterator[FakeTools]:
+    tools = FakeTools(services.tmp / "fake-tools.json")
+    yield tools
+    tools.clear()
+
+
+@pytest.fixture
+def task_queue(services: Services) -> TaskQueue:
+    """Sends tasks as any other process would (what finishes a waiting call, say)."""
+    return TaskQueue(make_celery(Settings.from_mapping({}, {"REDIS_URL": services.redis_url})))
 
 
 @pytest.fixture

@@ -105,6 +105,8 @@ class Services:
             "TURNSTONE_MODEL_RETRIES": "1",
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
             "PYTHONUNBUFFERED": "1",
+            # the test-only tool source (tests/fakes/tool_source.py) is loaded by the worker
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._worker_seq = 0

@@ -1,0 +1,228 @@
+"""Interleavings that timing alone would rarely show, injected into the engine run in-process
+against a real database (SQLite and PostgreSQL), a real Redis and the fake model server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from sqlalchemy import event, update
+from sqlmodel import col, select
+
+from app.engine import approvals, cancel, model_step, prompt, sweeper, turns, workstreams
+from app.engine.leases import claim
+from app.engine.recovery import fail_turn
+from app.events import EventType
+from app.runtime import Runtime
+from app.settings import Settings
+from app.storage.migrate import upgrade
+from app.storage.models import Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
+from app.taskqueue import MODEL_QUEUE
+from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.services import REDIS_HOST, REDIS_PORT, Database, lease_redis_db, postgres_available
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def rt(request, tmp_path, model_server):
+    if request.param == "postgresql" and not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    db = Database(request.param, tmp_path)
+    request.addfinalizer(db.drop)
+    upgrade(db.url)
+    env = {
+        "DATABASE_URL": db.url,
+        "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}",
+        "TURNSTONE_MODEL": "openai:fake-model",
+        "OPENAI_BASE_URL": model_server.openai_base_url,
+        "OPENAI_API_KEY": "sk-fake",
+        "TURNSTONE_WORKING_DIR": str(tmp_path),
+    }
+    runtime = Runtime.create(Settings.from_mapping({}, env).with_changes(stale_after_seconds=0.3))
+    model_server.reset()
+    yield runtime
+    model_server.reset()
+    runtime.redis.flushdb()  # the lease goes with it
+    runtime.close()
+
+
+def new_turn(rt: Runtime, message: str = "hi", name: str = "ws") -> tuple[str, str]:
+    ws = workstreams.create(rt, name=name)
+    turn = turns.send(rt, ws.id, message)
+    return ws.id, turn.id
+
+
+def load(rt: Runtime, model, key):  # type: ignore[no-untyped-def]
+    with rt.db.session() as s:
+        return s.get(model, key)
+
+
+def event_types(rt: Runtime, ws_id: str) -> list[tuple[str, str | None]]:
+    events, _ = rt.events.replay(ws_id, 0)
+    return [(e["type"], e.get("state")) for e in events]
+
+
+def test_the_system_prompt_shows_a_section_a_runtime_adds(rt, model_server):
+    rt.prompt_sections.append(lambda ctx: f"Notes for {ctx.workstream.name}: answer in one line.")
+    ws_id, turn_id = new_turn(rt, name="alpha")
+    model_server.enqueue(Reply(text="ok"))
+    model_step.run(rt, turn_id, 0)
+    system = model_server.history[0].body["messages"][0]
+    assert system["role"] == "system"
+    assert "Notes for alpha: answer in one line." in system["content"]
+    assert system["content"].index("working directory") < system["content"].index("Notes for alpha")
+    assert load(rt, Turn, turn_id).status == TurnStatus.DONE
+
+
+def test_prompt_sections_that_say_nothing_leave_no_gap(rt):
+    ws = workstreams.create(rt, name="beta")
+    from app.tools import toolset
+
+    ctx = prompt.PromptContext(ws, toolset.ToolSet("interactive"), rt.settings)
+    text = prompt.build(ctx, [prompt.identity, lambda _c: None, lambda _c: "  ", prompt.working_directory])
+    assert text == f"{prompt.identity(ctx)}\n\nYour working directory is {ws.working_dir}."
+
+
+def test_a_cancel_after_the_stream_ends_and_before_the_reply_is_stored_ends_the_turn(
+    rt, model_server, monkeypatch
+):
+    ws_id, turn_id = new_turn(rt, "run something")
+    queued = turns.send(rt, ws_id, "and then this")
+    assert queued.status == TurnStatus.QUEUED
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", "echo hi")]))
+    prepare_all = model_step._prepare_all
+
+    def cancel_lands_now(*args, **kwargs):  # type: ignore[no-untyped-def]
+        cancel.cancel(rt, ws_id)  # accepted with 202: the step is past its last cancel check
+        return prepare_all(*args, **kwargs)
+
+    monkeypatch.setattr(model_step, "_prepare_all", cancel_lands_now)
+    model_step.run(rt, turn_id, 0)
+    assert load(rt, Turn, turn_id).status == TurnStatus.CANCELLED
+    ws = load(rt, Workstream, ws_id)
+    assert ws.active_turn_id == queued.id and ws.state == WorkstreamState.THINKING  # the next one runs
+    assert workstreams.describe(rt, ws_id)["pending_approvals"] == []
+    with rt.db.session() as s:
+        answer = s.exec(select(Message).where(Message.role == "assistant")).first()
+    assert answer is not None and answer.tool_calls is None  # no call left without its result
+
+
+def test_a_racing_activator_cannot_restart_a_finished_turn(rt):
+    if not rt.db.is_postgresql:
+        pytest.skip("SQLite runs each activation as one write-locked transaction: no race")
+    ws = workstreams.create(rt, name="race")
+    with rt.db.session() as s:
+        s.add(Turn(id="t1", ws_id=ws.id, message="once"))
+    injected = []
+
+    def another_activator_ran_it(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        # Between our pick of the queued turn and our claim of the workstream, another
+        # activator started the turn, ran it to the end, and freed the workstream.
+        if statement.startswith("UPDATE workstreams SET") and "active_turn_id" in statement and not injected:
+            injected.append(True)
+            with psycopg.connect(rt.settings.database_url, autocommit=True) as other:
+                other.execute("UPDATE turns SET status = 'done', phase = 'finished' WHERE id = 't1'")
+
+    event.listen(rt.db.engine, "before_cursor_execute", another_activator_ran_it)
+    try:
+        assert turns.activate_next(rt, ws.id) is None
+    finally:
+        event.remove(rt.db.engine, "before_cursor_execute", another_activator_ran_it)
+    assert injected
+    assert load(rt, Turn, "t1").status == TurnStatus.DONE
+    assert load(rt, Workstream, ws.id).active_turn_id is None
+    assert not [m for m in rt.events.replay(ws.id, 0)[0] if m["type"] == EventType.MESSAGE]
+
+
+def test_a_quick_approval_is_announced_after_the_request_it_answers(rt, model_server, monkeypatch):
+    ws_id, turn_id = new_turn(rt, "run it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", "echo hi")]))
+    visible = threading.Event()
+    publish = rt.events.publish
+
+    def slow_announcement(ws, type_, **fields):  # type: ignore[no-untyped-def]
+        if type_ == EventType.APPROVE_REQUEST:
+            visible.set()  # the calls are committed: a client may decide now
+            time.sleep(0.3)
+        return publish(ws, type_, **fields)
+
+    monkeypatch.setattr(rt.events, "publish", slow_announcement)
+    step = threading.Thread(target=model_step.run, args=(rt, turn_id, 0))
+    step.start()
+    assert visible.wait(10)
+    approvals.decide(rt, ws_id, approvals.Decision(approved=True))
+    step.join(10)
+    order = event_types(rt, ws_id)
+    assert order.index(("state_change", "attention")) < order.index(("approval_resolved", None))
+    assert order.index(("approval_resolved", None)) < order.index(("state_change", "running"))
+
+
+def test_fail_turn_leaves_alone_a_turn_that_a_newer_attempt_holds(rt):
+    ws_id, turn_id = new_turn(rt)
+    old, _ = claim(rt, turn_id, TurnPhase.MODEL, 0)
+    time.sleep(0.4)  # its worker stopped beating; the sweeper gave the step to another
+    new, _ = claim(rt, turn_id, TurnPhase.MODEL, 0)
+    fail_turn(rt, old, "the old attempt crashed")
+    turn = load(rt, Turn, turn_id)
+    assert turn.status == TurnStatus.ACTIVE and turn.attempt == new.attempt
+    fail_turn(rt, new, "the current attempt crashed")
+    assert load(rt, Turn, turn_id).status == TurnStatus.ERROR
+
+
+def test_the_sweeper_resends_a_stalled_step_once_per_stale_period(rt):
+    ws_id, turn_id = new_turn(rt)
+    rt.redis.delete(MODEL_QUEUE)  # the send's own task: no worker runs here
+    claim(rt, turn_id, TurnPhase.MODEL, 0)
+    time.sleep(0.4)  # the claim's worker died
+    assert sweeper.requeue_stale(rt) == 1
+    assert sweeper.requeue_stale(rt) == 0  # already sent; not again on the next sweep
+    assert rt.redis.llen(MODEL_QUEUE) == 1
+    time.sleep(0.4)  # and nobody took it up
+    assert sweeper.requeue_stale(rt) == 1
+
+
+def test_leases_read_one_clock_whatever_the_machines_clocks_say(rt, monkeypatch):
+    if not rt.db.is_postgresql:
+        pytest.skip("a SQLite file is only shared by one machine's processes")
+    ws_id, turn_id = new_turn(rt)
+    claim(rt, turn_id, TurnPhase.MODEL, 0)
+
+    class AnHourAhead(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[no-untyped-def]
+            return datetime.now(tz) + timedelta(hours=1)
+
+    monkeypatch.setattr("app.storage.database.datetime", AnHourAhead)
+    monkeypatch.setattr("app.storage.models.datetime", AnHourAhead)
+    assert sweeper.requeue_stale(rt) == 0  # a live claim, by the database's clock
+
+
+def test_a_reader_does_not_queue_behind_a_writer(rt):
+    if rt.db.is_postgresql:
+        pytest.skip("PostgreSQL readers never wait for writers")
+    ws = workstreams.create(rt, name="busy")
+    done = threading.Event()
+    with rt.db.session() as writer:  # holds SQLite's write lock until it commits
+        writer.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(name="renamed"))
+
+        def read() -> None:
+            workstreams.describe(rt, ws.id)
+            done.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        assert done.wait(3), "a read waited for the writer's lock"
+    assert load(rt, Workstream, ws.id).name == "renamed"
+
+
+def test_text_no_database_can_store_is_stored_escaped(rt, model_server):
+    ws_id, turn_id = new_turn(rt, "say something odd")
+    model_server.enqueue(Reply(chunks=["nul\x00here ", "lone\ud800surrogate"]))
+    model_step.run(rt, turn_id, 0)
+    assert load(rt, Turn, turn_id).status == TurnStatus.DONE
+    with rt.db.session() as s:
+        answer = s.exec(select(Message).where(Message.role == "assistant")).first()
+    assert answer.content == "nul\\x00here lone\ufffdsurrogate"
