@@ -227,3 +227,19 @@ def test_reasoning_is_shown_collapsed_above_the_answer(open_page, api, model, wo
     assert details.get_attribute("open") is None
     details.locator("summary").click()
     expect(details.locator(".reasoning-text")).to_have_text("First I weigh <b>both</b> options.")
+
+
+def test_each_answer_shows_the_tokens_it_cost_live_and_after_a_reload(open_page, api, model, workdir):
+    ws_id = api.create_workstream(name="usage", working_dir=str(workdir))
+    page = open_page(ws_id)
+    model.enqueue(Reply(text="a short answer"))
+    send(page, "how much?")
+    expect(answer(page)).to_have_text("a short answer")
+    expect(page.locator("#ws-state")).to_have_text("idle")
+    (stored,) = [m["usage"] for m in api.history(ws_id) if m["role"] == "assistant"]
+    shown = f"{stored['input_tokens']:,} in · {stored['output_tokens']:,} out tokens"
+    assert stored["input_tokens"] > 0 and stored["output_tokens"] > 0
+    expect(page.locator(".step .usage")).to_have_text(shown)  # from the live stream_end
+    assert api.workstream(ws_id)["usage"]["output_tokens"] == stored["output_tokens"]
+    page.reload()
+    expect(page.locator(".step .usage")).to_have_text(shown)  # from the stored history

@@ -49,6 +49,7 @@ export class Transcript {
     step.stored = true;
     step.text = m.content || "";
     step.thinking = m.reasoning || "";
+    step.usage = m.usage || null;
     step.streaming = false;
     this.paintStep(step);
     for (const call of m.tool_calls || []) this.card(turn, step.n, call.id).describe(describeStoredCall(call));
@@ -107,8 +108,9 @@ export class Transcript {
       const md = h("div", { class: "md" });
       const answer = h("div", { class: "msg msg-assistant", hidden: true }, md);
       const cards = h("div", { class: "cards" });
-      const el = h("section", { class: "step", "data-step": String(n) }, reasoning, answer, cards);
-      step = { n, el, reasoning, reasoningText, answer, md, cards, text: "", thinking: "", stored: false, streaming: true };
+      const usageEl = h("div", { class: "usage", hidden: true });
+      const el = h("section", { class: "step", "data-step": String(n) }, reasoning, answer, usageEl, cards);
+      step = { n, el, reasoning, reasoningText, answer, md, cards, usageEl, usage: null, text: "", thinking: "", stored: false, streaming: true };
       step.paint = throttled(() => this.renderStep(step));
       turn.steps.set(n, step);
       turn.lastStep = Math.max(turn.lastStep, n);
@@ -128,6 +130,8 @@ export class Transcript {
     step.md.replaceChildren(renderMarkdown(step.text));
     step.reasoning.hidden = !step.thinking;
     step.reasoningText.textContent = step.thinking;
+    step.usageEl.hidden = !step.usage;
+    step.usageEl.textContent = step.usage ? describeUsage(step.usage) : "";
     if (stick) this.scrollToBottom();
   }
 
@@ -209,6 +213,7 @@ const HANDLERS = {
       step.el.append(h("div", { class: "note note-warn" }, e.reason || "The answer is being generated again."));
     } else {
       step.streaming = false;
+      if (e.usage) step.usage = e.usage;
     }
     this.paintStep(step);
   },
@@ -240,3 +245,9 @@ const HANDLERS = {
     this.note(e.turn_id, "note-error", e.message || "The turn failed.");
   },
 };
+
+// "1,234 in · 56 out tokens": what one model step cost, as the provider reported it.
+export function describeUsage(usage) {
+  const count = (n) => Number(n || 0).toLocaleString("en-US");
+  return `${count(usage.input_tokens)} in · ${count(usage.output_tokens)} out tokens`;
+}
