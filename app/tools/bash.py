@@ -322,7 +322,8 @@ def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -
         cap = BUFFER_FACTOR * ctx.settings.truncation
         run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
         stopped = _run_to_end(run, timeout, guard)
-    # Reaped only once the guard is released: until then the group id stays ours.
+    # Reaped only after the guard is released: an unreaped bash keeps its pid (the
+    # group id) from reuse, so the watchdog can never signal someone else's group.
     returncode = proc.wait()
     return _outcome(run, returncode, stopped, timeout, stop_on_error)
 

@@ -77,7 +77,7 @@ def test_a_released_guard_exits_and_leaves_the_group_alone(groups):
     guard.watch(group.pid)
     guard.release()
     assert not is_running(guard.pid)
-    time.sleep(0.3)  # past the grace: a watchdog that had fired would have killed it by now
+    time.sleep(0.3)  # a signal sent by the watchdog before it exited would have landed by now
     assert group.poll() is None
     group.kill()
     group.wait()
