@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import logging
 import os
 import queue
 import re
@@ -25,6 +26,9 @@ from typing import Any, BinaryIO
 from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.environment import redact, scrubbed_environment, secret_values
+from app.tools.process_guard import GroupGuard
+
+log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05  # how often cancel and the deadline are checked
 TERM_GRACE_SECONDS = 0.5  # between SIGTERM and SIGKILL of the process group
@@ -237,6 +241,7 @@ class _Run:
     secrets: list[str]
     ctx: ToolContext
     open_streams: int = 2
+    streaming_failed: bool = False
 
     def pump(self, wait: float) -> None:
         """Take what the readers produced, waiting up to `wait` for the first piece."""
@@ -259,7 +264,21 @@ class _Run:
             self.stderr.add(text)
         elif text:
             self.stdout.add(text)
+            self._stream(text)
+
+    def _stream(self, text: str) -> None:
+        """Live output is best-effort: the result keeps every line whether or not it streamed."""
+        try:
             self.ctx.emit_output(text)
+        # The sink is the engine's (a Redis publish, say), so any error can come
+        # out of it; none of them may stop the command or lose its output. Only
+        # the error's type is logged: its text is the sink's, and could hold anything.
+        except Exception as exc:
+            if not self.streaming_failed:
+                log.warning(
+                    "bash output could not be streamed (%s); the command carries on", type(exc).__name__
+                )
+            self.streaming_failed = True
 
     def drain(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -288,27 +307,38 @@ def _script(command: str, stop_on_error: bool) -> str:
 def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -> ToolOutcome:
     environ = dict(os.environ)
     known = _service_secrets(ctx)
-    proc = subprocess.Popen(
-        ["bash", script],
-        cwd=ctx.working_dir,
-        env=scrubbed_environment(environ, known),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed as one
-    )
-    cap = BUFFER_FACTOR * ctx.settings.truncation
-    run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
+    # The guard starts first, so that a guard that cannot start leaves nothing
+    # running; it kills the group if this worker dies before the call ends.
+    with GroupGuard(TERM_GRACE_SECONDS) as guard:
+        proc = subprocess.Popen(
+            ["bash", script],
+            cwd=ctx.working_dir,
+            env=scrubbed_environment(environ, known),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, killed as one
+        )
+        cap = BUFFER_FACTOR * ctx.settings.truncation
+        run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
+        stopped = _run_to_end(run, timeout, guard)
+    # Reaped only after the guard is released: an unreaped bash keeps its pid (the
+    # group id) from reuse, so the watchdog can never signal someone else's group.
+    returncode = proc.wait()
+    return _outcome(run, returncode, stopped, timeout, stop_on_error)
+
+
+def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
+    """Stream the command's output until it ends or is stopped; its group is killed either way."""
     stop = threading.Event()
-    for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-        threading.Thread(target=_read, args=(stream, name, run.lines, stop), daemon=True).start()
     try:
-        stopped = _supervise(run, time.monotonic() + timeout)
+        guard.watch(run.proc.pid)
+        for name, stream in (("stdout", run.proc.stdout), ("stderr", run.proc.stderr)):
+            threading.Thread(target=_read, args=(stream, name, run.lines, stop), daemon=True).start()
+        return _supervise(run, time.monotonic() + timeout)
     finally:
         _kill_group(run)
         stop.set()
-    returncode = proc.wait()
-    return _outcome(run, returncode, stopped, timeout, stop_on_error)
 
 
 def _service_secrets(ctx: ToolContext) -> list[str]:

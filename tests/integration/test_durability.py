@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import uuid
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from app.storage.database import Database
 from app.storage.models import Turn
 from tests.fakes.model_server import Reply, ToolCall
+from tests.process_table import live_members, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +68,32 @@ def test_worker_killed_during_a_bash_call_reports_it_interrupted(api, model, ser
     history = api.history(ws_id)
     _consistent(history)
     assert history[-1]["content"] == "I will check what happened"
+
+
+def test_a_bash_command_is_stopped_with_its_killed_worker(api, model, services, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
+    sock = open_socket(ws_id)
+    command = "echo $$ > group; echo started; sleep 3 & sleep 3; touch finished"
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": command})]))
+    model.enqueue(Reply(text="it was stopped"))
+    turn_id = api.send(ws_id, "long one")
+    sock.wait_type("tool_output_chunk")
+    pgid = int((workdir / "group").read_text())
+    services.kill("worker")
+    try:
+        # Once no process of the group runs, nothing can create the file any more.
+        assert wait_until(lambda: not live_members(pgid), 10), live_members(pgid)
+        assert not (workdir / "finished").exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    services.start_worker()
+    sock.wait_turn_end(turn_id, timeout=60)
+    result = sock.of_type("tool_result")[-1]
+    assert result["is_error"] and result["output"].startswith("Interrupted")
+    history = api.history(ws_id)
+    _consistent(history)
+    assert history[-1]["content"] == "it was stopped"
 
 
 def test_worker_killed_while_parked_for_approval(api, model, services, open_socket, workdir):

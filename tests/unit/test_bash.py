@@ -1,7 +1,11 @@
 """The bash handler: validation and the blocklist at prepare, real subprocesses at execute."""
 
+import contextlib
+import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,6 +14,9 @@ import pytest
 from app.settings import ModelSettings, ToolSettings
 from app.tools import bash
 from app.tools.base import ToolContext
+from tests.process_table import live_members, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def context(tmp_path, **fields):
@@ -372,3 +379,71 @@ def test_a_secret_at_the_edge_of_the_kept_output_is_redacted_whole(tmp_path, mon
     outcome = run(tmp_path, command, settings=settings)
     assert "characters not kept" in outcome.output
     assert "sk-edge" not in outcome.output
+
+
+# -- when the worker dies, or cannot stream ---------------------------------------
+
+# A stand-in for a Celery worker: one bash call on a pool thread, its output streamed to stdout.
+WORKER = """
+import sys, threading
+from app.settings import ToolSettings
+from app.tools import bash
+from app.tools.base import ToolContext
+emit = lambda text: print(text, end="", flush=True)
+ctx = ToolContext("ws", sys.argv[1], settings=ToolSettings(timeout=60), emit_output=emit)
+call = threading.Thread(target=bash.execute, args=({"command": sys.argv[2], "stop_on_error": False}, ctx))
+call.start()
+call.join()
+"""
+
+
+def test_a_command_is_stopped_when_its_worker_is_killed(tmp_path):
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(tmp_path), "echo $$; sleep 2 & sleep 2; touch finished"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    pgid = int(worker.stdout.readline())
+    worker.kill()  # SIGKILL: nothing runs in the worker after this
+    worker.wait()
+    try:
+        # Once no process of the group runs, nothing can create the file any more.
+        assert wait_until(lambda: not live_members(pgid), 10), live_members(pgid)
+        assert not (tmp_path / "finished").exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def failing_sink(fail_times=None):
+    """An output sink that raises (as a Redis publish during an outage does), then maybe recovers."""
+    seen = []
+
+    def emit(text):
+        if fail_times is None or len(seen) < fail_times:
+            seen.append(None)
+            raise ConnectionError("publish failed")
+        seen.append(text)
+
+    return emit, seen
+
+
+def test_a_sink_that_always_fails_neither_stops_nor_fails_the_command(tmp_path, caplog):
+    emit, _seen = failing_sink()
+    with caplog.at_level(logging.WARNING, logger="app.tools.bash"):
+        outcome = run(
+            tmp_path, "echo one; echo two; sleep 0.1; echo three > file; echo four", emit_output=emit
+        )
+    assert outcome.output == "one\ntwo\nfour"
+    assert outcome.is_error is False
+    assert (tmp_path / "file").read_text() == "three\n"
+    assert len([r for r in caplog.records if "could not be streamed" in r.getMessage()]) == 1
+
+
+def test_streaming_carries_on_once_the_sink_recovers(tmp_path):
+    emit, seen = failing_sink(fail_times=1)
+    outcome = run(tmp_path, "echo one; sleep 0.1; echo two", emit_output=emit)
+    assert seen == [None, "two\n"]
+    assert outcome.output == "one\ntwo"
