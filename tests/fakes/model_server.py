@@ -190,6 +190,7 @@ class FakeModelServer:
         with self._changed:
             self._queue.clear()
             self.history.clear()
+            self.refuses_stream_options = False
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         with self._changed:
