@@ -48,6 +48,24 @@ DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
 
+# `max_tokens` (the reply's output limit, which the Anthropic API requires) when a
+# model's `[models.NAME] max_tokens` does not set it: each Claude family's published
+# output limit. The longest fragment that the model name contains decides, so dated
+# names, aliases and Bedrock/Vertex ids ("anthropic.claude-3-5-sonnet-...") match too.
+MAX_TOKENS_BY_MODEL_FAMILY: Mapping[str, int] = {
+    "claude-3-haiku": 4096,
+    "claude-3-sonnet": 4096,
+    "claude-3-opus": 4096,
+    "claude-3-5-haiku": 8192,
+    "claude-3-5-sonnet": 8192,
+    "claude-3-7-sonnet": 64_000,
+    "claude-sonnet-4": 64_000,  # Sonnet 4 and 4.5
+    "claude-haiku-4-5": 64_000,
+    "claude-opus-4": 32_000,  # Opus 4 and 4.1
+    "claude-opus-4-5": 64_000,
+}
+DEFAULT_MAX_TOKENS = 8192  # a model the table does not know: most current models allow this
+
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
 
@@ -76,7 +94,7 @@ class ModelSettings:
     base_url: str | None = None
     api_key: str | None = None
     capabilities: Mapping[str, Any] = field(default_factory=dict)
-    max_tokens: int = 4096
+    max_tokens: int | None = None  # None: the family's default (`default_max_tokens`)
 
     @property
     def supports_vision(self) -> bool:
@@ -218,9 +236,27 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
             base_url=entry.get("base_url") or _env_base_url(provider, env),
             api_key=_env_api_key(provider, env, entry.get("api_key_env")),
             capabilities=dict(entry.get("capabilities", {})),
-            max_tokens=int(entry.get("max_tokens", 4096)),
+            max_tokens=_max_tokens(entry.get("max_tokens"), f"[models.{name}] max_tokens"),
         )
     return models
+
+
+def default_max_tokens(model: str) -> int:
+    """The output limit of `model`'s family (see MAX_TOKENS_BY_MODEL_FAMILY)."""
+    name = model.lower()
+    matches = [fragment for fragment in MAX_TOKENS_BY_MODEL_FAMILY if fragment in name]
+    if not matches:
+        return DEFAULT_MAX_TOKENS
+    return MAX_TOKENS_BY_MODEL_FAMILY[max(matches, key=len)]
+
+
+def _max_tokens(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    # bool is an int in Python, and `max_tokens = true` is surely a mistake.
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SettingsError(f"{key} must be a positive whole number, got {value!r}")
+    return value
 
 
 def _model_from_spec(spec: str, env: Mapping[str, str]) -> ModelSettings:

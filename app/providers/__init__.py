@@ -2,6 +2,7 @@
 as neutral `ModelEvent`s. `stream_reply` is the entry point."""
 
 from app.providers.errors import (
+    ContextWindowError,
     ModelError,
     ModelNotConfiguredError,
     ModelRequestError,
@@ -11,6 +12,7 @@ from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.reply import stream_reply
 
 __all__ = [
+    "ContextWindowError",
     "ModelError",
     "ModelEvent",
     "ModelNotConfiguredError",

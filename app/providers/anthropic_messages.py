@@ -3,6 +3,7 @@ into `ModelEvent`s (the wire format conversion lives in `anthropic_format`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +21,8 @@ from app.providers.base import (
 )
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
-from app.providers.retry import AttemptFailedError
-from app.settings import ModelSettings
+from app.providers.failure import AttemptFailedError, server_message
+from app.settings import ModelSettings, default_max_tokens
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 
@@ -39,6 +40,18 @@ FINISH_REASONS = {
 }
 
 
+# Newer models refuse a request whose input plus `max_tokens` passes the context
+# window ("input length and `max_tokens` exceed context limit: 178959 + 64000 >
+# 200000, ..."), even when the reply would have fitted. Such a request is sent
+# once more with the room that is left, unless that is less than this.
+CONTEXT_LIMIT_PATTERN = re.compile(r"exceed context limit: (\d+) \+ (\d+) > (\d+)")
+MIN_FITTED_MAX_TOKENS = 1024
+
+# Usage keys reported on message_start and (cumulative) on message_delta.
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+CACHE_USAGE_KEYS = frozenset({"cache_creation_input_tokens", "cache_read_input_tokens"})
+
+
 def check_configured(model: ModelSettings) -> None:
     if not model.api_key and not model.base_url:
         raise ModelNotConfiguredError(NOT_CONFIGURED_HINT)
@@ -47,7 +60,7 @@ def check_configured(model: ModelSettings) -> None:
 def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]) -> dict:
     params: dict[str, Any] = {
         "model": model.model,
-        "max_tokens": model.max_tokens,
+        "max_tokens": model.max_tokens or default_max_tokens(model.model),
         "messages": convert_messages(messages, supports_vision=model.supports_vision),
         "stream": True,
     }
@@ -73,8 +86,28 @@ def attempt(
     params = request_params(model, messages, tools)
     # Unlike the openai SDK, this one lets transport errors out of a stream unwrapped.
     failures = sdk_failures(anthropic, timeout_seconds, transport_errors=(httpx2.TransportError,))
-    with failures, client.messages.create(**params) as stream:
+    with failures, _create(client, params) as stream:
         yield from _events(stream, should_stop)
+
+
+def _create(client: Any, params: dict) -> Any:
+    """The opened stream; with less `max_tokens` if only that kept the request out."""
+    try:
+        return client.messages.create(**params)
+    except anthropic.BadRequestError as exc:
+        room = output_room(server_message(exc.body, exc.message))
+        if room is None or not MIN_FITTED_MAX_TOKENS <= room < params["max_tokens"]:
+            raise
+        return client.messages.create(**{**params, "max_tokens": room})
+
+
+def output_room(message: str) -> int | None:
+    """Tokens left for the reply, from a "exceed context limit: IN + MAX > LIMIT" refusal."""
+    found = CONTEXT_LIMIT_PATTERN.search(message)
+    if found is None:
+        return None
+    input_tokens, _, limit = (int(n) for n in found.groups())
+    return limit - input_tokens
 
 
 @dataclass
@@ -96,7 +129,7 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         if should_stop():
             return
         if event.type == "message_start":
-            usage["input_tokens"] = event.message.usage.input_tokens or 0
+            _add_usage(usage, event.message.usage)
         elif event.type == "content_block_start" and event.content_block.type == "tool_use":
             block = event.content_block
             tool_uses[event.index] = _PartialToolUse(id=block.id, name=block.name)
@@ -107,12 +140,21 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         elif event.type == "message_delta":
             stop_reason = event.delta.stop_reason or stop_reason
             if event.usage is not None:
-                usage["output_tokens"] = event.usage.output_tokens or 0
+                _add_usage(usage, event.usage)
         elif event.type == "message_stop":
             is_complete = True
     if not is_complete:
         raise AttemptFailedError(truncated_failure())
     yield events.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
+
+
+def _add_usage(usage: dict[str, int], reported: Any) -> None:
+    """Counts from message_start or message_delta (cumulative there): newer ones win."""
+    for key in USAGE_KEYS:
+        value = getattr(reported, key, None)
+        if not isinstance(value, int) or (key in CACHE_USAGE_KEYS and value == 0):
+            continue  # no cache keys when nothing was cached: most replies
+        usage[key] = value
 
 
 def _delta_events(index: int, delta: Any, tool_uses: dict[int, _PartialToolUse]) -> Iterator[ModelEvent]:

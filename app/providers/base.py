@@ -4,12 +4,19 @@ is named in messages, and how an SDK error becomes a `Failure`."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from app.providers.retry import AttemptFailedError, Failure, parse_retry_after, server_message
+from app.providers.failure import (
+    AttemptFailedError,
+    Failure,
+    parse_retry_after,
+    server_code,
+    server_message,
+)
 from app.settings import ModelSettings
 
 # Local OpenAI/Anthropic-compatible servers usually ignore the key, but both
@@ -32,6 +39,7 @@ def status_failure(status: int, headers: Mapping[str, str], body: object, fallba
         status=status if status >= 400 else None,
         message=server_message(body, fallback),
         retry_after=parse_retry_after(headers),
+        code=server_code(body),
     )
 
 
@@ -39,6 +47,12 @@ def truncated_failure() -> Failure:
     # A server killed mid-reply may close the connection cleanly; without this
     # check a cut-off reply would pass for a short, complete one.
     return Failure(status=None, message="the stream ended before the reply was complete")
+
+
+def malformed_failure(exc: json.JSONDecodeError) -> Failure:
+    # A broken SSE line (a proxy cutting a frame, a server bug) is a broken
+    # stream like any other, and worth another try.
+    return Failure(status=None, message=f"the stream carried a malformed event ({exc.msg})")
 
 
 def connection_failure(exc: BaseException, timeout_seconds: float) -> Failure:
@@ -75,6 +89,9 @@ def sdk_failures(
     except sdk.APIConnectionError as exc:
         raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
     except sdk.APIError as exc:  # an error event inside the stream
-        raise AttemptFailedError(Failure(status=None, message=exc.message)) from None
+        failure = Failure(status=None, message=exc.message, code=server_code(exc.body))
+        raise AttemptFailedError(failure) from None
+    except json.JSONDecodeError as exc:  # the SDKs parse each event's data unguarded
+        raise AttemptFailedError(malformed_failure(exc)) from None
     except transport_errors as exc:
         raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None

@@ -2,10 +2,12 @@
 
     ModelError                      base: catch this to handle any model failure
      +-- ModelNotConfiguredError    no API key and no local server: says what to set
-     +-- ModelUnavailableError      connection refused, timeout, 429 or 5xx after the
-     |                              retries, or a stream cut off once it had started
+     +-- ModelUnavailableError      connection refused, timeout, 429 or 5xx, or a
+     |                              stream cut off mid-reply, and the retries spent
      +-- ModelRequestError          the server refused the request (a 4xx other than
-                                    408/409/429): retrying would not help
+          |                         408/409/429): retrying would not help
+          +-- ContextWindowError    the conversation no longer fits the model's
+                                    context window: says what to do
 
 Messages are written for the person running the service and never contain an API key.
 """
@@ -22,7 +24,7 @@ class ModelNotConfiguredError(ModelError):
 
 
 class ModelUnavailableError(ModelError):
-    """The model server could not be reached, or kept failing, or cut a stream short."""
+    """The model server could not be reached, or kept failing or cutting its stream short."""
 
 
 class ModelRequestError(ModelError):
@@ -31,6 +33,11 @@ class ModelRequestError(ModelError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ContextWindowError(ModelRequestError):
+    """The conversation is longer than the model's context window: every later request
+    with it would fail the same way until it is shortened or a new one is started."""
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-EventKind = Literal["content", "reasoning", "tool_call", "finish"]
+EventKind = Literal["content", "reasoning", "tool_call", "restart", "finish"]
 
 
 @dataclass(frozen=True)
@@ -20,10 +20,16 @@ class ToolCallRequest:
 
 @dataclass(frozen=True)
 class ModelEvent:
-    """One step of a reply: a text delta, a finished tool call, or the end.
+    """One step of a reply: a text delta, a finished tool call, a restart, or the end.
 
-    `finish_reason` uses the OpenAI words ("stop", "tool_calls", "length", ...);
-    `usage` holds `input_tokens` and `output_tokens` when the server reported them.
+    "restart": the stream broke after events had gone out and the request is being
+    sent again from scratch; everything before it (content, reasoning, tool calls)
+    is void, and `text` says why in a few words. "finish" ends a complete reply:
+    `finish_reason` uses the OpenAI words ("stop", "tool_calls", "length", ...) and
+    `usage` holds `input_tokens` and `output_tokens` when the server reported them,
+    plus `cache_read_input_tokens` / `cache_creation_input_tokens` when it reported
+    those (OpenAI's input count includes cached tokens; Anthropic's leaves them out).
+    An empty `usage` means the server reported none.
     """
 
     kind: EventKind
@@ -43,6 +49,10 @@ def reasoning(text: str) -> ModelEvent:
 
 def tool_call(call: ToolCallRequest) -> ModelEvent:
     return ModelEvent(kind="tool_call", tool_call=call)
+
+
+def restart(reason: str) -> ModelEvent:
+    return ModelEvent(kind="restart", text=reason)
 
 
 def finish(reason: str | None, usage: Mapping[str, int]) -> ModelEvent:

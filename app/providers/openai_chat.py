@@ -19,8 +19,8 @@ from app.providers.base import (
 )
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
+from app.providers.failure import AttemptFailedError, server_message
 from app.providers.openai_format import convert_messages
-from app.providers.retry import AttemptFailedError
 from app.settings import ModelSettings
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -32,21 +32,37 @@ NOT_CONFIGURED_HINT = (
 )
 
 
+# Base URLs whose server refused `stream_options` (older or stricter OpenAI-compatible
+# servers): they are asked without it from then on, and report usage only if they
+# do so unasked. Per worker process; a set is safe to share between threads.
+_REFUSES_STREAM_OPTIONS: set[str] = set()
+STREAM_OPTIONS_REFUSAL_STATUSES = frozenset({400, 422})
+
+
 def check_configured(model: ModelSettings) -> None:
     if not model.api_key and not model.base_url:
         raise ModelNotConfiguredError(NOT_CONFIGURED_HINT)
 
 
-def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]) -> dict:
+def request_params(
+    model: ModelSettings, messages: list[dict], tools: list[dict], *, ask_usage: bool = True
+) -> dict:
     """The chat completion request: the neutral messages are nearly this wire format."""
     params: dict[str, Any] = {
         "model": model.model,
         "messages": convert_messages(messages, supports_vision=model.supports_vision),
         "stream": True,
-        "stream_options": {"include_usage": True},
     }
+    if ask_usage:  # a streamed reply reports usage only when asked
+        params["stream_options"] = {"include_usage": True}
     if tools:
         params["tools"] = tools
+    if model.max_tokens is not None:
+        # Hosted OpenAI's reasoning models refuse the older name; other servers
+        # (vLLM, llama.cpp, ...) have long known `max_tokens`, not all the newer one.
+        is_hosted = model.base_url in (None, OPENAI_DEFAULT_BASE_URL)
+        key = "max_completion_tokens" if is_hosted else "max_tokens"
+        params[key] = model.max_tokens
     return params
 
 
@@ -59,12 +75,30 @@ def attempt(
     timeout_seconds: float,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
-    client = cached_client(
-        openai.OpenAI, api_key_for(model), model.base_url or OPENAI_DEFAULT_BASE_URL, timeout_seconds
-    )
-    params = request_params(model, messages, tools)
-    with sdk_failures(openai, timeout_seconds), client.chat.completions.create(**params) as stream:
+    base_url = model.base_url or OPENAI_DEFAULT_BASE_URL
+    client = cached_client(openai.OpenAI, api_key_for(model), base_url, timeout_seconds)
+    params = request_params(model, messages, tools, ask_usage=base_url not in _REFUSES_STREAM_OPTIONS)
+    with sdk_failures(openai, timeout_seconds), _create(client, params, base_url) as stream:
         yield from _events(stream, should_stop)
+
+
+def _create(client: Any, params: dict, base_url: str) -> Any:
+    """The opened stream; asked again without `stream_options` if the server refused it."""
+    try:
+        return client.chat.completions.create(**params)
+    except openai.APIStatusError as exc:
+        if "stream_options" not in params or not _is_stream_options_refusal(exc):
+            raise
+        _REFUSES_STREAM_OPTIONS.add(base_url)
+        without = {key: value for key, value in params.items() if key != "stream_options"}
+        return client.chat.completions.create(**without)
+
+
+def _is_stream_options_refusal(exc: openai.APIStatusError) -> bool:
+    text = server_message(exc.body, exc.message)
+    return exc.status_code in STREAM_OPTIONS_REFUSAL_STATUSES and (
+        "stream_options" in text or "include_usage" in text
+    )
 
 
 @dataclass
@@ -90,10 +124,7 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         if should_stop():
             return
         if chunk.usage is not None:
-            usage = {
-                "input_tokens": chunk.usage.prompt_tokens or 0,
-                "output_tokens": chunk.usage.completion_tokens or 0,
-            }
+            usage = _usage(chunk.usage)
         for choice in chunk.choices:
             yield from _delta_events(choice.delta, calls)
             finish_reason = choice.finish_reason or finish_reason
@@ -103,6 +134,17 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
     for index in sorted(calls):
         yield events.tool_call(calls[index].complete())
     yield events.finish(finish_reason, usage)
+
+
+def _usage(reported: Any) -> dict[str, int]:
+    usage = {
+        "input_tokens": reported.prompt_tokens or 0,
+        "output_tokens": reported.completion_tokens or 0,
+    }
+    details = getattr(reported, "prompt_tokens_details", None)
+    if cached := getattr(details, "cached_tokens", None):  # part of input_tokens, not extra
+        usage["cache_read_input_tokens"] = cached
+    return usage
 
 
 def _delta_events(delta: Any, calls: dict[int, _PartialCall]) -> Iterator[ModelEvent]:

@@ -1,5 +1,5 @@
 """`stream_reply`: one model turn as a stream of `ModelEvent`s, whichever the
-provider, with retries before the first event and a way to stop early."""
+provider, with retries (a broken stream starts again) and a way to stop early."""
 
 from __future__ import annotations
 
@@ -40,8 +40,13 @@ def stream_reply(
 ) -> Iterator[ModelEvent]:
     """The model's reply to `messages` (OpenAI chat format), streamed.
 
-    Raises `ModelNotConfiguredError` at once; `ModelUnavailableError` and
-    `ModelRequestError` while iterating. When `should_stop()` turns true the
+    A complete reply ends with a "finish" event carrying the token usage. When a
+    retryable failure breaks the stream after events went out, a "restart" event
+    says so and the reply starts again from nothing: drop what came before it.
+
+    Raises `ModelNotConfiguredError` at once; `ModelUnavailableError`,
+    `ModelRequestError` and its `ContextWindowError` while iterating. When
+    `should_stop()` turns true (mid-stream, or during the wait between tries) the
     stream is closed and the iterator simply ends, without a "finish" event.
     """
     provider = PROVIDERS.get(model.provider)
@@ -61,4 +66,5 @@ def stream_reply(
         target=describe_target(model, DEFAULT_BASE_URLS[model.provider]),
         policy=RetryPolicy(retries=retries, backoff_seconds=backoff_seconds),
         secret=model.api_key,
+        should_stop=should_stop,
     )

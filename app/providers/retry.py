@@ -1,44 +1,28 @@
-"""The retry loop around one streamed request: which failures are worth another
-try, how long to wait, and what the caller is told when the tries run out."""
+"""The retry loop around one streamed request: when to try again, how long to wait
+(a wait that a stop cuts short), and what the caller is told when the tries run out."""
 
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import itertools
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-from app.providers.errors import ModelRequestError, ModelUnavailableError, redact
+from app.providers import events
+from app.providers.errors import (
+    ContextWindowError,
+    ModelError,
+    ModelRequestError,
+    ModelUnavailableError,
+    redact,
+)
 from app.providers.events import ModelEvent
+from app.providers.failure import AttemptFailedError, Failure
 
-RETRYABLE_STATUSES = frozenset({408, 409, 429})  # and every 5xx
 MAX_RETRY_AFTER_SECONDS = 30.0  # a server asking for longer is not waited for longer
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One failed attempt, described without any SDK type."""
-
-    status: int | None  # None: the connection failed, timed out, or the stream broke
-    message: str
-    retry_after: float | None = None
-
-    @property
-    def is_retryable(self) -> bool:
-        return self.status is None or self.status in RETRYABLE_STATUSES or self.status >= 500
-
-    def describe(self) -> str:
-        return self.message if self.status is None else f"HTTP {self.status}: {self.message}"
-
-
-class AttemptFailedError(Exception):
-    """A provider's single attempt failed; only the retry loop catches this."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.describe())
-        self.failure = failure
+# How often a back-off asks `should_stop()`: a cancel ends the wait within this.
+STOP_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -52,35 +36,8 @@ class RetryPolicy:
         return self.backoff_seconds * 2**retry_number
 
 
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from `retry-after-ms` or `retry-after` (a number or an HTTP date)."""
-    if millis := headers.get("retry-after-ms"):
-        with contextlib.suppress(ValueError):
-            return float(millis) / 1000
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return moment.timestamp() - time.time()
-
-
-def server_message(body: object, fallback: str) -> str:
-    """The human text inside an error body of either wire format."""
-    if isinstance(body, Mapping):
-        if "error" in body:
-            return server_message(body["error"], fallback)
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    if isinstance(body, str) and body:
-        return body
-    return fallback
+def _never() -> bool:
+    return False
 
 
 def stream_with_retries(
@@ -89,42 +46,95 @@ def stream_with_retries(
     target: str,
     policy: RetryPolicy,
     secret: str | None,
-    sleep: Callable[[float], None] = time.sleep,
+    should_stop: Callable[[], bool] = _never,
 ) -> Iterator[ModelEvent]:
-    """Events of the first attempt that gets going; a failure once an event is out is final."""
+    """Events of one attempt after another until one completes, within `policy.retries`.
+
+    A retryable failure before any event went out is retried quietly; after events
+    went out, a "restart" event first tells the caller to forget them. A
+    `should_stop()` during the wait between tries ends the stream there, with no
+    further try and no error (as a stop in the middle of a stream does).
+    """
+    was_interrupted = False
     for retry_number in itertools.count():
-        started = False
+        has_started = False
         try:
-            with contextlib.closing(attempt()) as events:
-                for event in events:
-                    started = True
+            with contextlib.closing(attempt()) as attempt_events:
+                for event in attempt_events:
+                    has_started = True
                     yield event
             return
         except AttemptFailedError as exc:
             failure = exc.failure
-        if started:
-            raise ModelUnavailableError(redact(_interrupted(target, failure), secret))
-        if not failure.is_retryable:
-            message = f"{target} rejected the request: {failure.describe()}"
-            raise ModelRequestError(redact(message, secret), status=failure.status)
-        if retry_number >= policy.retries:
-            message = _exhausted(target, failure, attempts=retry_number + 1)
-            raise ModelUnavailableError(redact(message, secret))
-        sleep(policy.delay(retry_number, failure))
+        was_interrupted = was_interrupted or has_started
+        if error := _final_error(failure, target, policy, retry_number, was_interrupted, secret):
+            raise error
+        if has_started:
+            yield events.restart(redact(_restart_reason(failure), secret))
+        if is_stopped_while_waiting(policy.delay(retry_number, failure), should_stop):
+            return
     raise AssertionError("unreachable")  # itertools.count() never ends
 
 
-def _interrupted(target: str, failure: Failure) -> str:
+def is_stopped_while_waiting(seconds: float, should_stop: Callable[[], bool]) -> bool:
+    """Wait up to `seconds`; True as soon as `should_stop()` is (asked at least once)."""
+    deadline = time.monotonic() + seconds
+    while not should_stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(left, STOP_POLL_SECONDS))
+    return True
+
+
+def _final_error(
+    failure: Failure,
+    target: str,
+    policy: RetryPolicy,
+    retry_number: int,
+    was_interrupted: bool,
+    secret: str | None,
+) -> ModelError | None:
+    """The error to raise for this failure, or None when another try is due."""
+    if failure.is_context_window_exceeded:
+        return ContextWindowError(redact(_too_long(target, failure), secret), status=failure.status)
+    if not failure.is_retryable:
+        message = f"{target} rejected the request: {failure.describe()}"
+        return ModelRequestError(redact(message, secret), status=failure.status)
+    if retry_number < policy.retries:
+        return None
+    attempts = retry_number + 1
+    if was_interrupted:
+        return ModelUnavailableError(redact(_interrupted(target, failure, attempts), secret))
+    return ModelUnavailableError(redact(_exhausted(target, failure, attempts), secret))
+
+
+def _tries(attempts: int) -> str:
+    return "1 attempt" if attempts == 1 else f"{attempts} attempts"
+
+
+def _restart_reason(failure: Failure) -> str:
+    return f"the model's reply broke off ({failure.describe()}); asking again"
+
+
+def _too_long(target: str, failure: Failure) -> str:
     return (
-        f"{target}: stream interrupted after the reply had started ({failure.describe()}); "
-        "the reply is incomplete, try the turn again"
+        f"The conversation is longer than the context window of {target} "
+        f"({failure.describe()}). Start a new workstream, or continue with a model "
+        "that has a larger context window."
+    )
+
+
+def _interrupted(target: str, failure: Failure, attempts: int) -> str:
+    return (
+        f"{target}: stream interrupted after the reply had started, and {_tries(attempts)} "
+        f"did not complete it; last error: {failure.describe()}. Try the turn again."
     )
 
 
 def _exhausted(target: str, failure: Failure, attempts: int) -> str:
-    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
     return (
-        f"{target} is unavailable after {tries}; last error: {failure.describe()}. "
+        f"{target} is unavailable after {_tries(attempts)}; last error: {failure.describe()}. "
         "Check that the server is running and reachable at that address, "
         "and that the account is within its rate limits."
     )

@@ -20,6 +20,18 @@ from typing import Any
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie"})
 FAKE_MODEL_ID = "fake-model"
 ARGUMENT_PIECES = 3  # tool-call arguments are streamed in this many pieces
+STREAM_BREAK = "<break>"  # where a frame generator wants the stream broken (never sent)
+BREAK_KINDS = ("close", "malformed", "error_event")
+# What each wire says when the conversation does not fit (the real servers' phrasing).
+CONTEXT_WINDOW_MESSAGES = {
+    "openai": (
+        "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 9000 tokens. Please reduce the length of the messages."
+    ),
+    "anthropic": "prompt is too long: 210000 tokens > 200000 maximum",
+}
+# What a server that does not know `stream_options` answers (Azure OpenAI's phrasing).
+STREAM_OPTIONS_REFUSAL = "Unrecognized request argument supplied: stream_options"
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -47,7 +59,16 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """One scripted answer: text (in `chunks` if given), reasoning, tool calls, or an error."""
+    """One scripted answer: text (in `chunks` if given), reasoning, tool calls, or an error.
+
+    `break_after=N`: the stream breaks after N text deltas, as `break_how` says:
+    "close" (the connection closes), "malformed" (a broken SSE line, then close)
+    or "error_event" (the wire's own error event, then close). `error_code` and
+    `error_type` replace the error body's `code`/`type`; `context_window_exceeded`
+    answers 400 with the wire's own "conversation too long" error.
+    `input_tokens`/`output_tokens` replace the usage counted from the request and
+    reply; `cached_tokens` are reported as read from the prompt cache, besides them.
+    """
 
     text: str = ""
     chunks: list[str] | None = None
@@ -56,11 +77,31 @@ class Reply:
     chunk_delay: float = 0.0
     status: int | None = None
     error_message: str = ""
+    error_code: str | None = None
+    error_type: str | None = None
+    context_window_exceeded: bool = False
     retry_after: float | None = None
     hang_seconds: float = 0.0
+    break_after: int | None = None
+    break_how: str = "close"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.break_how not in BREAK_KINDS:
+            raise ValueError(f"break_how must be one of {BREAK_KINDS}")
 
     def text_pieces(self) -> list[str]:
         return list(self.chunks) if self.chunks is not None else _words(self.text)
+
+    def sent_pieces(self) -> list[str]:
+        """The text deltas that go out before the stream breaks (all, if it does not)."""
+        return self.text_pieces()[: self.break_after]
+
+    @property
+    def is_error(self) -> bool:
+        return self.status is not None or self.context_window_exceeded
 
     def full_text(self) -> str:
         return "".join(self.text_pieces())
@@ -91,6 +132,8 @@ class FakeModelServer:
         self._changed = threading.Condition()
         self._queue: list[_Scripted] = []
         self.history: list[RecordedRequest] = []
+        # True: answer 400 to any OpenAI request that carries `stream_options`.
+        self.refuses_stream_options = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -147,6 +190,7 @@ class FakeModelServer:
         with self._changed:
             self._queue.clear()
             self.history.clear()
+            self.refuses_stream_options = False
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         with self._changed:
@@ -216,10 +260,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         wire = "openai" if path == "/chat/completions" else "anthropic"
+        if wire == "openai" and self.fake.refuses_stream_options and "stream_options" in body:
+            self._send_error(wire, Reply(status=400, error_message=STREAM_OPTIONS_REFUSAL))
+            return
         reply = self.fake._next_reply(body)
         if not self.fake._pause(reply.hang_seconds):
             return
-        if reply.status is not None:
+        if reply.is_error:
             self._send_error(wire, reply)
         elif body.get("stream"):
             self._stream(wire, reply, body)
@@ -227,14 +274,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _whole(wire, reply, body))
 
     def _send_error(self, wire: str, reply: Reply) -> None:
+        if reply.context_window_exceeded:
+            code = "context_length_exceeded" if wire == "openai" else None
+            reply = Reply(status=400, error_message=CONTEXT_WINDOW_MESSAGES[wire], error_code=code)
         status = reply.status or 500
         message = reply.error_message or f"fake error {status}"
-        body: dict[str, Any]
-        if wire == "openai":
-            body = {"error": {"message": message, "type": "fake_error", "code": status}}
-        else:
-            kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-            body = {"type": "error", "error": {"type": kind, "message": message}}
+        body = _error_body(wire, status, message, reply)
         headers = {} if reply.retry_after is None else {"retry-after": f"{reply.retry_after:g}"}
         self._send_json(status, body, headers)
 
@@ -259,6 +304,9 @@ class _Handler(BaseHTTPRequestHandler):
             for number, frame in enumerate(frames):
                 if number and not self.fake._pause(reply.chunk_delay):
                     return
+                if frame == STREAM_BREAK:
+                    self.wfile.write(_break_frame(wire, reply.break_how).encode())
+                    return  # HTTP/1.0: returning closes the connection mid-reply
                 self.wfile.write(frame.encode())
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -283,8 +331,11 @@ def _openai_sse(reply: Reply, body: dict) -> Iterator[str]:
     yield chunk({"role": "assistant", "content": ""})
     for piece in _words(reply.reasoning):
         yield chunk({"reasoning_content": piece})
-    for piece in reply.text_pieces():
+    for piece in reply.sent_pieces():
         yield chunk({"content": piece})
+    if reply.break_after is not None:
+        yield STREAM_BREAK
+        return
     for index, call in enumerate(reply.tool_calls):
         opening = {
             "index": index,
@@ -311,7 +362,12 @@ def _anthropic_sse(reply: Reply, body: dict) -> Iterator[str]:
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+        "usage": {
+            "input_tokens": usage["input_tokens"],
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": reply.cached_tokens,
+            "output_tokens": 1,
+        },
     }
     yield _event("message_start", {"type": "message_start", "message": message})
     blocks = _anthropic_blocks(reply)
@@ -320,6 +376,9 @@ def _anthropic_sse(reply: Reply, body: dict) -> Iterator[str]:
             "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
         )
         for delta in deltas:
+            if delta is None:  # where the text stopped short
+                yield STREAM_BREAK
+                return
             yield _event(
                 "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
             )
@@ -335,21 +394,47 @@ def _anthropic_sse(reply: Reply, body: dict) -> Iterator[str]:
     yield _event("message_stop", {"type": "message_stop"})
 
 
-def _anthropic_blocks(reply: Reply) -> list[tuple[dict, list[dict]]]:
-    """Each content block's opening and its deltas, in the order Anthropic sends them."""
-    blocks: list[tuple[dict, list[dict]]] = []
+def _anthropic_blocks(reply: Reply) -> list[tuple[dict, list[dict | None]]]:
+    """Each content block's opening and its deltas, in the order Anthropic sends them;
+    a None delta marks where a breaking reply's stream breaks."""
+    blocks: list[tuple[dict, list[dict | None]]] = []
     if reply.reasoning:
-        deltas = [{"type": "thinking_delta", "thinking": p} for p in _words(reply.reasoning)]
+        deltas: list[dict | None] = [
+            {"type": "thinking_delta", "thinking": p} for p in _words(reply.reasoning)
+        ]
         deltas.append({"type": "signature_delta", "signature": "fake-signature"})
         blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, deltas))
     if reply.text_pieces():
-        deltas = [{"type": "text_delta", "text": p} for p in reply.text_pieces()]
-        blocks.append(({"type": "text", "text": ""}, deltas))
+        text: list[dict | None] = [{"type": "text_delta", "text": p} for p in reply.sent_pieces()]
+        if reply.break_after is not None:
+            text.append(None)
+        blocks.append(({"type": "text", "text": ""}, text))
     for call in reply.tool_calls:
         opening = {"type": "tool_use", "id": _call_id(call, "toolu"), "name": call.name, "input": {}}
         pieces = _split(call.arguments_text(), ARGUMENT_PIECES)
         blocks.append((opening, [{"type": "input_json_delta", "partial_json": p} for p in pieces]))
     return blocks
+
+
+def _error_body(wire: str, status: int, message: str, reply: Reply) -> dict[str, Any]:
+    if wire == "openai":
+        kind = reply.error_type or "fake_error"
+        return {"error": {"message": message, "type": kind, "code": reply.error_code or status}}
+    kind = reply.error_type or ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _break_frame(wire: str, how: str) -> str:
+    """The last thing a breaking stream sends before its connection closes."""
+    if how == "malformed":
+        prefix = "" if wire == "openai" else "event: content_block_delta\n"
+        return prefix + 'data: {"type": "content_block_delta", "index": 0, "delta": {"te\n\n'
+    if how == "error_event":
+        if wire == "openai":
+            return _data({"error": {"message": "Overloaded", "type": "server_error"}})
+        overloaded = {"type": "overloaded_error", "message": "Overloaded"}
+        return _event("error", {"type": "error", "error": overloaded})
+    return ""
 
 
 def _whole(wire: str, reply: Reply, body: dict) -> dict:
@@ -435,15 +520,19 @@ def _call_id(call: ToolCall, prefix: str) -> str:
 def _usage(reply: Reply, body: dict) -> dict[str, int]:
     prompt = json.dumps(body.get("messages") or [])
     output = len(reply.text_pieces()) + len(_words(reply.reasoning)) + 4 * len(reply.tool_calls)
-    return {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, output)}
+    return {
+        "input_tokens": reply.input_tokens or max(1, len(prompt) // 4),
+        "output_tokens": reply.output_tokens or max(1, output),
+    }
 
 
 def _openai_usage(reply: Reply, body: dict) -> dict[str, int]:
     usage = _usage(reply, body)
     return {
-        "prompt_tokens": usage["input_tokens"],
+        "prompt_tokens": usage["input_tokens"] + reply.cached_tokens,  # OpenAI counts cached input in
         "completion_tokens": usage["output_tokens"],
-        "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+        "total_tokens": usage["input_tokens"] + reply.cached_tokens + usage["output_tokens"],
+        "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
     }
 
 

@@ -62,3 +62,21 @@ def test_approval_time_out_denies_with_the_reason(api, model, services, open_soc
     sock.wait_turn_end(turn_id)
     assert sock.wait_type("tool_result")["output"] == "Denied by user: Approval timed out after 1 s"
     assert not (workdir / "never").exists()
+
+
+def test_cancel_while_the_model_asks_to_wait_ends_the_turn_at_once(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(status=503, error_message="busy, come back later", retry_after=20))
+    turn_id = api.send(ws_id, "are you busy?")
+    assert model.wait_for_requests(1, timeout=15)  # the worker is now waiting to try again
+    cancelled_at = time.monotonic()
+    assert api.cancel(ws_id).status_code == 202
+    sock.wait_turn_end(turn_id, timeout=10)
+    assert time.monotonic() - cancelled_at < 3  # not the 20 s the server asked for
+    assert sock.of_type("error") == []  # a cancel, not a failure
+    assert len(model.history) == 1  # and no other try
+    model.enqueue(Reply(text="all yours"))
+    next_turn = api.send(ws_id, "now?")
+    assert sock.wait_turn_end(next_turn)["state"] == "idle"
+    assert api.history(ws_id)[-1]["content"] == "all yours"

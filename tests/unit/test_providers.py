@@ -243,15 +243,19 @@ def test_should_stop_ends_a_slow_stream_early(server, provider):
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_stream_cut_off_after_it_started_is_not_retried(server, provider):
+def test_stream_cut_off_by_a_dying_server_restarts_until_the_tries_run_out(server, provider):
     server.enqueue(Reply(chunks=[f"w{n} " for n in range(20)], chunk_delay=0.05))
     events = stream_reply(model_for(server, provider), HELLO, [], **FAST)
+    seen: list[ModelEvent] = []
 
-    with pytest.raises(ModelUnavailableError, match="stream interrupted"):
+    with pytest.raises(ModelUnavailableError, match="stream interrupted") as caught:
         for event in events:
+            seen.append(event)
             if event.kind == "content":
-                server.stop()  # the server dies mid-reply
+                server.stop()  # the server dies mid-reply, and stays dead
 
+    assert [e.kind for e in seen].count("restart") == 1
+    assert "4 attempts" in str(caught.value)
     assert len(server.history) == 1
 
 
