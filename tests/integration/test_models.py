@@ -80,3 +80,31 @@ def test_cancel_while_the_model_asks_to_wait_ends_the_turn_at_once(api, model, o
     next_turn = api.send(ws_id, "now?")
     assert sock.wait_turn_end(next_turn)["state"] == "idle"
     assert api.history(ws_id)[-1]["content"] == "all yours"
+
+
+@pytest.mark.parametrize("workstream_model", [None, "claude"])
+def test_a_stream_that_breaks_mid_answer_is_asked_again_and_the_turn_completes(
+    api, model, open_socket, workdir, workstream_model
+):
+    ws_id = api.create_workstream(working_dir=str(workdir), model=workstream_model)
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(chunks=["half ", "an ", "answer ", "then "], break_after=2))
+    model.enqueue(Reply(chunks=["the ", "whole ", "answer"]))
+    turn_id = api.send(ws_id, "go")
+    assert sock.wait_turn_end(turn_id)["state"] == "idle"
+    restart = sock.wait_type("stream_end", discard=True)
+    assert "broke off" in restart["reason"]
+    after = [e["text"] for e in sock.events if e["id"] > restart["id"] and e["type"] == "content"]
+    assert "".join(after) == "the whole answer"
+    assert [m["content"] for m in api.history(ws_id)] == ["go", "the whole answer"]
+
+
+def test_a_conversation_past_the_context_window_ends_with_what_to_do(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(context_window_exceeded=True))
+    turn_id = api.send(ws_id, "one more thing")
+    assert sock.wait_turn_end(turn_id)["state"] == "error"
+    message = sock.wait_type("error", turn_id=turn_id)["message"]
+    assert "context window" in message and "new workstream" in message
+    assert len(model.history) == 1  # refused for good: not asked again
