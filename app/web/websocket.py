@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 sock = Sock()
 
+MAX_EVENT_ID = 2**63  # event ids are Redis stream ids: a larger cursor cannot be asked of Redis
+
 
 def init_app(app: Flask) -> None:
     sock.init_app(app)
@@ -93,8 +95,8 @@ def _cursor(value: str | None) -> int:
         raise BadRequestError(
             f"after: expected an event id (integer), got {value!r}", field="after"
         ) from None
-    if cursor < 0:
-        raise BadRequestError("after: must be 0 or more", field="after")
+    if not 0 <= cursor < MAX_EVENT_ID:
+        raise BadRequestError(f"after: must be 0 or more and below {MAX_EVENT_ID}", field="after")
     return cursor
 
 
