@@ -20,16 +20,21 @@ REQUEST_READ_TIMEOUT_SECONDS = 30.0
 MAX_ERROR_DETAIL_CHARS = 200
 
 # Parse errors that are not a plain 400; every other parse error is the client's and a 400.
-_STATUS = (
-    (errors.LimitRequestLine, 414, "URI Too Long"),
-    (errors.LimitRequestHeaders, 431, "Request Header Fields Too Large"),
-    (errors.ExpectationFailed, 417, "Expectation Failed"),
-    (errors.UnsupportedTransferCoding, 501, "Not Implemented"),
-    (errors.ForbiddenProxyRequest, 403, "Forbidden"),
-    # The application's own fault (a header it tried to send) or the server's configuration.
-    (errors.InvalidResponseHeader, 500, "Internal Server Error"),
-    (errors.InvalidResponseHeaderName, 500, "Internal Server Error"),
-    (errors.ConfigurationProblem, 500, "Internal Server Error"),
+# By name: older gunicorn releases lack some of them.
+_STATUS = tuple(
+    (kind, status, reason)
+    for name, status, reason in (
+        ("LimitRequestLine", 414, "URI Too Long"),
+        ("LimitRequestHeaders", 431, "Request Header Fields Too Large"),
+        ("ExpectationFailed", 417, "Expectation Failed"),
+        ("UnsupportedTransferCoding", 501, "Not Implemented"),
+        ("ForbiddenProxyRequest", 403, "Forbidden"),
+        # The application's own fault (a header it tried to send) or the server's configuration.
+        ("InvalidResponseHeader", 500, "Internal Server Error"),
+        ("InvalidResponseHeaderName", 500, "Internal Server Error"),
+        ("ConfigurationProblem", 500, "Internal Server Error"),
+    )
+    if (kind := getattr(errors, name, None)) is not None
 )
 
 
