@@ -46,14 +46,20 @@ def create_app(settings: Settings | None = None) -> Flask:
 def _register_errors(flask_app: Flask) -> None:
     from app.web.requests import discard_body
 
+    @flask_app.after_request
+    def _read_the_rest(response: Any) -> Any:
+        # Whatever the answer (a 401, a 413, a 404), read what the client is still sending
+        # first: most clients send the whole body before reading, and would otherwise see
+        # a broken pipe instead of the answer.
+        discard_body()
+        return response
+
     @flask_app.errorhandler(ServiceError)
     def _service_error(exc: ServiceError) -> Any:
         return jsonify(error=exc.message, **exc.details), exc.status
 
     @flask_app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:
-        if exc.code == 413:  # read what the client is still sending, so that it sees this answer
-            discard_body()
         response = jsonify(error=exc.description or exc.name)
         response.status_code = exc.code or 500
         for name, value in exc.get_headers():  # Allow on a 405, Retry-After, ...

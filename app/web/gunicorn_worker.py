@@ -19,7 +19,8 @@ from gunicorn.workers.gthread import ThreadWorker
 REQUEST_READ_TIMEOUT_SECONDS = 30.0
 MAX_ERROR_DETAIL_CHARS = 200
 
-# Parse errors that are not a plain 400; every other parse error is the client's and a 400.
+# Parse errors that are not a plain 400; every other parse error is the client's and a 400
+# (a Transfer-Encoding gunicorn does not know too: gunicorn's 501 would read as our fault).
 # By name: older gunicorn releases lack some of them.
 _STATUS = tuple(
     (kind, status, reason)
@@ -27,7 +28,6 @@ _STATUS = tuple(
         ("LimitRequestLine", 414, "URI Too Long"),
         ("LimitRequestHeaders", 431, "Request Header Fields Too Large"),
         ("ExpectationFailed", 417, "Expectation Failed"),
-        ("UnsupportedTransferCoding", 501, "Not Implemented"),
         ("ForbiddenProxyRequest", 403, "Forbidden"),
         # The application's own fault (a header it tried to send) or the server's configuration.
         ("InvalidResponseHeader", 500, "Internal Server Error"),

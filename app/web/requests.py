@@ -26,7 +26,6 @@ def json_body() -> dict[str, Any]:
     """The body as a JSON object, whatever its Content-Type says (curl's `-d` says form)."""
     limit = request.max_content_length
     if limit is not None and (request.content_length or 0) > limit:
-        discard_body()
         raise PayloadTooLargeError(f"body: over the size limit of {limit} bytes", field="body")
     try:
         # get_data before anything touches request.form: a form parse would swallow the body.
@@ -52,11 +51,14 @@ def parse_object(raw: str | bytes) -> dict[str, Any]:
 
 
 def discard_body() -> None:
-    """Read and drop what is left of the body, up to MAX_DISCARD_BYTES."""
+    """Read and drop what is left of the body, up to MAX_DISCARD_BYTES (nothing when it has
+    been read already); past that the server closes the connection after its answer."""
     stream = request.environ.get("wsgi.input")
     length = request.content_length
     if stream is None or (length is not None and length > MAX_DISCARD_BYTES):
         return  # not worth reading: the server drops the connection after the answer
+    if length is None and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+        return  # neither a length nor chunks: HTTP/1.1 says there is no body
     left = MAX_DISCARD_BYTES
     try:
         while left > 0 and (chunk := stream.read(min(_DISCARD_CHUNK, left))):

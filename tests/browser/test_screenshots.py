@@ -16,4 +16,3 @@ def test_screenshots_land_in_the_ignored_artifacts_folder(open_page, screenshot,
     screenshot(open_page(), "phone-drawer")  # the name of a tracked one
     assert (ARTIFACTS / "phone-drawer.png").stat().st_size > 0
     assert {p.name: p.read_bytes() for p in SCREENSHOTS.glob("*.png")} == tracked
-

@@ -68,6 +68,7 @@ def test_a_good_idempotency_key_passes():
         (errors.InvalidHeader("CONTENT-LENGTH"), 400),
         (errors.InvalidRequestLine("GET"), 400),
         (errors.LimitRequestHeaders("too many"), 431),
+        (errors.UnsupportedTransferCoding(""), 400),
         (errors.InvalidResponseHeader("X"), 500),
         (RuntimeError("boom"), 500),
     ],
