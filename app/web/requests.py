@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from flask import request
+from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected
 
 from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError
@@ -34,6 +35,8 @@ def json_body() -> dict[str, Any]:
         raise BadRequestError(
             "body: shorter than its Content-Length (the rest did not arrive in time)", field="body"
         ) from None
+    except ParseException:  # gunicorn reads chunked bodies as they are asked for
+        raise BadRequestError("body: malformed chunked encoding", field="body") from None
     return parse_object(raw) if raw.strip() else {}
 
 
@@ -63,8 +66,8 @@ def discard_body() -> None:
     try:
         while left > 0 and (chunk := stream.read(min(_DISCARD_CHUNK, left))):
             left -= len(chunk)
-    except OSError:  # the client went away or stalled past the read timeout: nothing to save
-        return
+    except (OSError, ParseException):  # gone, stalled past the read timeout, or bad chunks
+        return  # the server closes the connection after its answer
 
 
 def path_id(kind: str, value: str) -> str:

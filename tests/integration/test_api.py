@@ -264,6 +264,18 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_the_read_timeo
         services.kill("web-short-read")
 
 
+@pytest.mark.parametrize("token", [API_TOKEN, "wrong"])  # a body read by the route, or only drained
+def test_a_malformed_chunked_body_is_a_json_400_or_the_usual_answer(services, token):
+    status, headers, body = raw_exchange(
+        services.base_url,
+        b"POST /v1/api/workstreams HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        + f"Authorization: Bearer {token}\r\n\r\n".encode()
+        + b"zz\r\n{}\r\n0\r\n\r\n",
+    )
+    assert status == (400 if token == API_TOKEN else 401) and headers["content-type"] == "application/json"
+    assert "error" in json.loads(body)
+
+
 def raw_exchange(base_url: str, data: bytes, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
     """Send `data` as is on a fresh connection; the status, headers and body of the answer."""
     host, port = base_url.removeprefix("http://").split(":")
