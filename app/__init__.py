@@ -28,8 +28,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app = Flask(__name__, static_folder=None)
     # Room for the largest allowed message plus JSON escaping; the engine's own
     # check gives the precise 413.
-    flask_app.config["MAX_CONTENT_LENGTH"] = settings.max_message_bytes * 6 + 4096
-    flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25}
+    max_body = settings.max_message_bytes * 6 + 4096
+    flask_app.config["MAX_CONTENT_LENGTH"] = max_body
+    # The same cap for a websocket frame, counted as it arrives: a larger one closes the
+    # socket (1009) before it is assembled or parsed.
+    flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": max_body}
     flask_app.extensions["runtime"] = rt
     flask_app.extensions["fanout"] = Fanout(rt.redis)
     flask_app.register_blueprint(api)
@@ -41,13 +44,28 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 
 def _register_errors(flask_app: Flask) -> None:
+    from app.web.requests import discard_body
+
+    @flask_app.after_request
+    def _read_the_rest(response: Any) -> Any:
+        # Whatever the answer (a 401, a 413, a 404), read what the client is still sending
+        # first: most clients send the whole body before reading, and would otherwise see
+        # a broken pipe instead of the answer.
+        discard_body()
+        return response
+
     @flask_app.errorhandler(ServiceError)
     def _service_error(exc: ServiceError) -> Any:
         return jsonify(error=exc.message, **exc.details), exc.status
 
     @flask_app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:
-        return jsonify(error=exc.description or exc.name), exc.code
+        response = jsonify(error=exc.description or exc.name)
+        response.status_code = exc.code or 500
+        for name, value in exc.get_headers():  # Allow on a 405, Retry-After, ...
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
 
     @flask_app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:  # the HTTP boundary: log it, say little

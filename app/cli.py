@@ -5,17 +5,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from app.settings import Settings
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+# A local run serves this machine only; `--host 0.0.0.0` (or an address) opens it up.
+DEFAULT_RUN_HOST = "127.0.0.1"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turnstone-jobs")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="run web, worker and beat (and a private Redis if none answers)")
+    run_cmd = sub.add_parser("run", help="run web, worker and beat (and a private Redis if none answers)")
+    run_cmd.add_argument(
+        "--host",
+        default=DEFAULT_RUN_HOST,
+        help=f"address the web process binds (default {DEFAULT_RUN_HOST}: this machine only)",
+    )
     sub.add_parser("migrate", help="apply the database migrations")
     token = sub.add_parser("token", help="manage API tokens")
     token_sub = token.add_subparsers(dest="token_command", required=True)
@@ -26,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return migrate()
     if args.command == "token":
         return create_token(args.name)
-    return run()
+    return run(args.host)
 
 
 def migrate() -> int:
@@ -49,8 +57,9 @@ def create_token(name: str) -> int:
     return 0
 
 
-def run() -> int:
-    """Every Procfile line under one supervisor, as `honcho start` would run them."""
+def run(host: str = DEFAULT_RUN_HOST) -> int:
+    """Every Procfile line under one supervisor, as `honcho start` would run them, with the
+    web process bound to `host`."""
     from honcho.environ import parse_procfile
     from honcho.manager import Manager
 
@@ -66,7 +75,11 @@ def run() -> int:
             f"turnstone-jobs: no Redis at {settings.redis_url}; started a private one at {env['REDIS_URL']}"
         )
     env.setdefault("PORT", str(settings.port))
-    env.setdefault("BEAT_SCHEDULE", str(Path(".turnstone-beat-schedule").resolve()))
+    env["WEB_HOST"] = f"[{host}]" if ":" in host else host  # an IPv6 address needs brackets
+    # Beat's schedule only spaces out periodic runs: it need not outlive the run, nor
+    # litter the folder it was started in.
+    scratch = tempfile.TemporaryDirectory(prefix="turnstone-run-")
+    env.setdefault("BEAT_SCHEDULE", str(Path(scratch.name) / "beat-schedule"))
     manager = Manager()
     for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
         manager.add_process(name, command, env=env, cwd=os.getcwd())
@@ -75,6 +88,7 @@ def run() -> int:
     finally:
         if private:
             private.stop()
+        scratch.cleanup()
     return int(manager.returncode or 0)
 
 

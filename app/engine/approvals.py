@@ -92,9 +92,14 @@ def _announce(
 
 def _targets(rows: list[ToolCall], pending: list[ToolCall], d: Decision) -> list[ToolCall]:
     if d.call_id is None:
-        if not pending:
-            raise ConflictError("no calls are pending approval", pending=[])
-        return list(pending)
+        if pending:
+            return list(pending)
+        # Nothing left to decide. A repeat of what a person already decided for the whole
+        # batch (a retried request, a second click) changes nothing; anything else conflicts.
+        by_person = [r for r in rows if r.decided_how in ("user", "always")]
+        if by_person and all((r.status != CallStatus.DENIED) == d.approved for r in by_person):
+            return []
+        raise ConflictError("no calls are pending approval", pending=[])
     row = next((r for r in rows if r.call_id == d.call_id), None)
     if row is not None and row.status != CallStatus.PENDING and row.decided_how in ("user", "always"):
         if (row.status != CallStatus.DENIED) == d.approved:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, g, jsonify
+from flask import Blueprint, current_app, g, jsonify, request
 
 from app.engine import conversation, workstreams
 from app.runtime import Runtime
 from app.web import commands
 from app.web.auth import require_token
 from app.web.openapi import OPENAPI
-from app.web.requests import field, json_body
+from app.web.requests import MAX_NAME_CHARS, field, json_body, path_id
 
 api = Blueprint("api", __name__, url_prefix="/v1/api")
 
@@ -24,13 +24,20 @@ def _reply(status: int, body: dict[str, Any]) -> Any:
     return jsonify(body), status
 
 
+@api.url_value_preprocessor
+def _check_ws_id(_endpoint: str | None, values: dict[str, Any] | None) -> None:
+    """An id no workstream can have (a NUL from `%00`, say) is a 404 before any query sees it."""
+    if values and "ws_id" in values:
+        path_id("workstream", values["ws_id"])
+
+
 @api.post("/workstreams")
 @require_token
 def create_workstream() -> Any:
     body = json_body()
     ws = workstreams.create(
         _rt(),
-        name=field(body, "name", str),
+        name=field(body, "name", str, max_chars=MAX_NAME_CHARS),
         model=field(body, "model", str),
         auto_approve=field(body, "auto_approve", bool, default=False),
         working_dir=field(body, "working_dir", str),
@@ -53,7 +60,8 @@ def get_workstream(ws_id: str) -> Any:
 @api.post("/workstreams/<ws_id>/send")
 @require_token
 def send(ws_id: str) -> Any:
-    return _reply(*commands.send(_rt(), ws_id, json_body()))
+    key = request.headers.get("Idempotency-Key")
+    return _reply(*commands.send(_rt(), ws_id, json_body(), idempotency_key=key))
 
 
 @api.post("/workstreams/<ws_id>/approve")

@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from app.engine import approvals, cancel, turns
+from app.errors import BadRequestError
 from app.runtime import Runtime
-from app.web.requests import field
+from app.web.requests import MAX_NAME_CHARS, field
+
+# 1-200 printable ASCII characters: what fits the stored column and any HTTP header.
+_IDEMPOTENCY_KEY = re.compile(rf"[\x20-\x7e]{{1,{MAX_NAME_CHARS}}}")
 
 
-def send(rt: Runtime, ws_id: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def send(
+    rt: Runtime, ws_id: str, body: dict[str, Any], idempotency_key: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """`idempotency_key` comes from the HTTP header; over the websocket, from the body."""
     message = field(body, "message", str, required=True)
-    turn = turns.send(rt, ws_id, message)
+    if not message.strip():
+        raise BadRequestError("message: must not be empty", field="message")
+    if idempotency_key is None:
+        idempotency_key = field(body, "idempotency_key", str)
+    turn = turns.send(rt, ws_id, message, idempotency_key=checked_idempotency_key(idempotency_key))
     return 202, {"turn_id": turn.id, "status": turn.status}
+
+
+def checked_idempotency_key(key: str | None) -> str | None:
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise BadRequestError(
+            f"idempotency_key: expected 1-{MAX_NAME_CHARS} printable ASCII characters",
+            field="idempotency_key",
+        )
+    return key
 
 
 def approve(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:
@@ -20,12 +41,12 @@ def approve(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int
         approved=field(body, "approved", bool, required=True),
         feedback=field(body, "feedback", str) or None,
         always=field(body, "always", bool, default=False),
-        call_id=field(body, "call_id", str),
+        call_id=field(body, "call_id", str, max_chars=MAX_NAME_CHARS),
         by=by,
     )
     return 200, approvals.decide(rt, ws_id, decision).as_dict()
 
 
 def cancel_turn(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:
-    turn_id = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str))
+    turn_id = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str, max_chars=MAX_NAME_CHARS))
     return 202, {"turn_id": turn_id, "cancel_requested": True}

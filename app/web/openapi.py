@@ -1,4 +1,4 @@
-"""The OpenAPI description of the job API, served at /v1/api/openapi.json."""
+"""The OpenAPI description of the job API, served (without a token) at /v1/api/openapi.json."""
 
 from __future__ import annotations
 
@@ -14,11 +14,31 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 _ERRORS = {
-    "400": _json(_ref("Error"), "A body field is missing or of the wrong type; `field` names it"),
-    "401": _json(_ref("Error"), "No valid bearer token"),
+    "400": _json(
+        _ref("Error"),
+        "The body is not a JSON object (or is cut short), or a field is missing, of the wrong type, "
+        "too long, or holds a NUL or a lone surrogate; `field` names it",
+    ),
+    "401": _json(_ref("Error"), "No valid token"),
     "404": _json(_ref("Error"), "No such workstream"),
 }
+_BODY_ERRORS = {
+    "413": _json(_ref("Error"), "The body, or the message in it, is over the size limit"),
+}
 _WS_ID = {"name": "ws_id", "in": "path", "required": True, "schema": {"type": "string"}}
+# Either way of presenting the token will do; the query string is for browser websockets,
+# which cannot set headers.
+_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {"token": []}]
+# Text a person writes: stored as given, so no NUL (PostgreSQL cannot store it).
+_TEXT = "^[^\\u0000]*$"
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "1-200 printable ASCII characters. A send repeated with the same key (a retry "
+    "after a lost response) stores nothing new and answers the first send's turn_id.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[\\x20-\\x7e]+$"},
+}
 
 
 def _op(
@@ -28,24 +48,49 @@ def _op(
     body: str | None = None,
     extra: dict[str, Any] | None = None,
     path: bool = True,
+    body_required: bool = True,
 ) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
-        "security": [{"bearer": []}],
+        "security": _SECURITY,
         "responses": {ok: _json(schema, summary), **_ERRORS, **(extra or {})},
     }
     if path:
         op["parameters"] = [_WS_ID]
     if body:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+        # Read as JSON whatever the Content-Type says (curl's -d sends a form type).
+        op["requestBody"] = {
+            "required": body_required,
+            "content": {"application/json": {"schema": _ref(body)}},
+        }
+        op["responses"].update(_BODY_ERRORS)
     return op
 
 
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
-    "info": {"title": "turnstone-jobs job API", "version": "1"},
+    "info": {
+        "title": "turnstone-jobs job API",
+        "version": "1",
+        "description": "Every call under /v1/api needs a token (as `Authorization: Bearer <token>`, "
+        "the scheme name in any case, or as `?token=<token>`), except this document, which is public. "
+        "Errors are JSON objects with an `error` message.",
+    },
     "components": {
-        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "`Authorization: Bearer <token>`; `bearer` in any case is accepted",
+            },
+            "token": {
+                "type": "apiKey",
+                "in": "query",
+                "name": "token",
+                "description": "The token in the query string, for clients that cannot set headers "
+                "(a browser's websocket); it may end up in proxy logs, so prefer the header",
+            },
+        },
         "schemas": {
             "Error": {
                 "type": "object",
@@ -59,10 +104,13 @@ OPENAPI: dict[str, Any] = {
             "NewWorkstream": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string"},
-                    "model": {"type": "string"},
+                    "name": {"type": "string", "maxLength": 200, "pattern": _TEXT},
+                    "model": {"type": "string", "description": "a configured model's name (else 400)"},
                     "auto_approve": {"type": "boolean"},
-                    "working_dir": {"type": "string"},
+                    "working_dir": {
+                        "type": "string",
+                        "description": "an existing directory on the workers' machines (else 400)",
+                    },
                 },
             },
             "Workstream": {
@@ -97,22 +145,36 @@ OPENAPI: dict[str, Any] = {
             "Cancel": {
                 "type": "object",
                 "properties": {
-                    "turn_id": {"type": "string", "description": "409 unless this turn is the running one"}
+                    "turn_id": {
+                        "type": "string",
+                        "maxLength": 200,
+                        "description": "409 unless this turn is the running one",
+                    }
                 },
             },
             "Send": {
                 "type": "object",
                 "required": ["message"],
-                "properties": {"message": {"type": "string"}},
+                "properties": {
+                    "message": {
+                        "type": "string",
+                        "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$",
+                        "description": "not empty nor only white space; at most 256 KiB of UTF-8 (else 413)",
+                    }
+                },
             },
             "Approve": {
                 "type": "object",
                 "required": ["approved"],
                 "properties": {
                     "approved": {"type": "boolean"},
-                    "feedback": {"type": "string"},
+                    "feedback": {"type": "string", "pattern": _TEXT},
                     "always": {"type": "boolean"},
-                    "call_id": {"type": "string", "description": "omit to decide every pending call"},
+                    "call_id": {
+                        "type": "string",
+                        "maxLength": 200,
+                        "description": "omit to decide every pending call",
+                    },
                 },
             },
             "Decision": {
@@ -155,7 +217,14 @@ OPENAPI: dict[str, Any] = {
     },
     "paths": {
         "/v1/api/workstreams": {
-            "post": _op("Create a workstream", "201", _ref("Workstream"), "NewWorkstream", path=False),
+            "post": _op(
+                "Create a workstream",
+                "201",
+                _ref("Workstream"),
+                "NewWorkstream",
+                path=False,
+                body_required=False,  # no body: every field takes its default
+            ),
             "get": _op(
                 "List workstreams",
                 "200",
@@ -170,16 +239,26 @@ OPENAPI: dict[str, Any] = {
             "get": _op("A workstream with its state and pending approvals", "200", _ref("Workstream")),
         },
         "/v1/api/workstreams/{ws_id}/send": {
-            "post": _op(
-                "Send a message: opens a turn, or queues it behind the active one",
-                "202",
-                {
-                    "type": "object",
-                    "properties": {"turn_id": {"type": "string"}, "status": {"enum": ["active", "queued"]}},
-                },
-                "Send",
-                {"413": _json(_ref("Error"), "The message is over the size limit")},
-            ),
+            "post": {
+                **_op(
+                    "Send a message: opens a turn, or queues it behind the active one",
+                    "202",
+                    {
+                        "type": "object",
+                        "required": ["turn_id", "status"],
+                        "properties": {
+                            "turn_id": {"type": "string"},
+                            "status": {
+                                "enum": ["queued", "active", "done", "cancelled", "error"],
+                                "description": "the turn's status now: `queued` behind another turn, "
+                                "`active`, or (a repeated Idempotency-Key whose turn is over) how it ended",
+                            },
+                        },
+                    },
+                    "Send",
+                ),
+                "parameters": [_WS_ID, _IDEMPOTENCY_KEY],
+            },
         },
         "/v1/api/workstreams/{ws_id}/approve": {
             "post": _op(
@@ -191,19 +270,17 @@ OPENAPI: dict[str, Any] = {
             ),
         },
         "/v1/api/workstreams/{ws_id}/cancel": {
-            "post": {
-                **_op(
-                    "Cancel the running turn",
-                    "202",
-                    {"type": "object"},
-                    None,
-                    {"409": _json(_ref("Error"), "No turn is running, or not the one named")},
-                ),
-                "requestBody": {
-                    "required": False,
-                    "content": {"application/json": {"schema": _ref("Cancel")}},
+            "post": _op(
+                "Cancel the running turn",
+                "202",
+                {
+                    "type": "object",
+                    "properties": {"turn_id": {"type": "string"}, "cancel_requested": {"type": "boolean"}},
                 },
-            },
+                "Cancel",
+                {"409": _json(_ref("Error"), "No turn is running, or not the one named")},
+                body_required=False,
+            ),
         },
         "/v1/api/workstreams/{ws_id}/history": {
             "get": _op("The stored conversation", "200", _ref("History")),
@@ -218,7 +295,11 @@ OPENAPI: dict[str, Any] = {
             }
         },
         "/v1/api/openapi.json": {
-            "get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}
+            "get": {
+                "summary": "This document (public: no token needed)",
+                "security": [],
+                "responses": {"200": {"description": "OpenAPI 3.1"}},
+            }
         },
     },
 }

@@ -1,23 +1,83 @@
-"""Reading request bodies: a wrong body is a 400 that names the field."""
+"""Reading request bodies: a wrong body is a 400 (or 413) that names the field, never a 500."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import request
+from gunicorn.http.errors import ParseException
+from werkzeug.exceptions import ClientDisconnected
 
-from app.errors import BadRequestError
+from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError
 
 _MISSING = object()
 
+# Longest text a person may give where the column holds 200 characters (names, ids, keys).
+MAX_NAME_CHARS = 200
+MAX_ID_CHARS = 32  # the id columns' width
+# An over-large body is read and dropped up to this much before the 413 goes out, so that
+# a client that sends its whole body before reading (curl, requests) sees the answer and
+# not a broken pipe; past it the connection is closed.
+MAX_DISCARD_BYTES = 64 * 1024 * 1024
+_DISCARD_CHUNK = 64 * 1024
+
 
 def json_body() -> dict[str, Any]:
-    body = request.get_json(silent=True, force=True) if request.data else {}
-    if body is None:
-        raise BadRequestError("body: not valid JSON", field="body")
+    """The body as a JSON object, whatever its Content-Type says (curl's `-d` says form)."""
+    limit = request.max_content_length
+    if limit is not None and (request.content_length or 0) > limit:
+        raise PayloadTooLargeError(f"body: over the size limit of {limit} bytes", field="body")
+    try:
+        # get_data before anything touches request.form: a form parse would swallow the body.
+        raw = request.get_data(cache=True)
+    except ClientDisconnected:  # the server's read timeout, or the client hung up mid-body
+        raise BadRequestError(
+            "body: shorter than its Content-Length (the rest did not arrive in time)", field="body"
+        ) from None
+    except ParseException:  # gunicorn reads chunked bodies as they are asked for
+        raise BadRequestError("body: malformed chunked encoding", field="body") from None
+    return parse_object(raw) if raw.strip() else {}
+
+
+def parse_object(raw: str | bytes) -> dict[str, Any]:
+    """One JSON object from a request body or a websocket frame; any other text is a 400."""
+    try:
+        body = json.loads(raw, parse_constant=_not_json)
+    except RecursionError:
+        raise BadRequestError("body: JSON nested too deeply", field="body") from None
+    except ValueError:  # bad syntax, bytes that are not UTF-8, an integer past Python's digit limit
+        raise BadRequestError("body: not valid JSON", field="body") from None
     if not isinstance(body, dict):
         raise BadRequestError("body: expected a JSON object", field="body")
     return body
+
+
+def discard_body() -> None:
+    """Read and drop what is left of the body, up to MAX_DISCARD_BYTES (nothing when it has
+    been read already); past that the server closes the connection after its answer."""
+    stream = request.environ.get("wsgi.input")
+    length = request.content_length
+    if stream is None or (length is not None and length > MAX_DISCARD_BYTES):
+        return  # not worth reading: the server drops the connection after the answer
+    if length is None and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+        return  # neither a length nor chunks: HTTP/1.1 says there is no body
+    left = MAX_DISCARD_BYTES
+    try:
+        while left > 0 and (chunk := stream.read(min(_DISCARD_CHUNK, left))):
+            left -= len(chunk)
+    except (OSError, ParseException):  # gone, stalled past the read timeout, or bad chunks
+        return  # the server closes the connection after its answer
+
+
+def path_id(kind: str, value: str) -> str:
+    """An id from the URL: one that no stored row can have (too long, a NUL from `%00`) is a
+    404 before a query sees it (PostgreSQL refuses NUL in a query's text)."""
+    try:
+        _check_text("id", value, MAX_ID_CHARS)
+    except BadRequestError:
+        raise NotFoundError(f"no {kind} {value[:MAX_ID_CHARS]!r}") from None
+    return value
 
 
 def field(
@@ -27,8 +87,13 @@ def field(
     *,
     required: bool = False,
     default: Any = None,
+    max_chars: int | None = None,
 ) -> Any:
-    """`body[name]` checked against `kind` (bool is never taken for int, nor int for bool)."""
+    """`body[name]` checked against `kind` (bool is never taken for int, nor int for bool).
+
+    Text must be storable anywhere: no NUL (PostgreSQL refuses it) and no lone surrogate
+    (not encodable as UTF-8), and at most `max_chars` characters when given.
+    """
     value = body.get(name, _MISSING)
     if value is _MISSING or value is None:
         if required:
@@ -39,7 +104,24 @@ def field(
         raise BadRequestError(f"{name}: expected {_names(kinds)}, got boolean", field=name)
     if not isinstance(value, kinds):
         raise BadRequestError(f"{name}: expected {_names(kinds)}, got {_json_type(value)}", field=name)
+    if isinstance(value, str):
+        _check_text(name, value, max_chars)
     return value
+
+
+def _check_text(name: str, value: str, max_chars: int | None) -> None:
+    if "\x00" in value:
+        raise BadRequestError(f"{name}: must not contain a NUL character", field=name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequestError(f"{name}: contains a lone surrogate (not valid Unicode)", field=name) from None
+    if max_chars is not None and len(value) > max_chars:
+        raise BadRequestError(f"{name}: at most {max_chars} characters, got {len(value)}", field=name)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _names(kinds: tuple[type, ...]) -> str:

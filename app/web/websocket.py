@@ -19,11 +19,13 @@ from app.events import EventType
 from app.runtime import Runtime
 from app.web import commands
 from app.web.auth import presented_token
-from app.web.requests import BadRequestError
+from app.web.requests import MAX_NAME_CHARS, BadRequestError, field, parse_object, path_id
 
 log = logging.getLogger(__name__)
 
 sock = Sock()
+
+MAX_EVENT_ID = 2**63  # event ids are Redis stream ids: a larger cursor cannot be asked of Redis
 
 
 def init_app(app: Flask) -> None:
@@ -40,7 +42,7 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
         ws.close(reason=1008, message="unauthorized")
         return
     try:
-        workstreams.get(rt, ws_id)
+        workstreams.get(rt, path_id("workstream", ws_id))
         after = _cursor(request.args.get("after"))
     except ServiceError as exc:
         ws.send(json.dumps({"type": EventType.ERROR, "status": exc.status, "message": exc.message}))
@@ -93,8 +95,8 @@ def _cursor(value: str | None) -> int:
         raise BadRequestError(
             f"after: expected an event id (integer), got {value!r}", field="after"
         ) from None
-    if cursor < 0:
-        raise BadRequestError("after: must be 0 or more", field="after")
+    if not 0 <= cursor < MAX_EVENT_ID:
+        raise BadRequestError(f"after: must be 0 or more and below {MAX_EVENT_ID}", field="after")
     return cursor
 
 
@@ -147,15 +149,14 @@ def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
     return last
 
 
-def _command(ws: Any, rt: Runtime, ws_id: str, by: str, text: str) -> None:
+def _command(ws: Any, rt: Runtime, ws_id: str, by: str, text: str | bytes) -> None:
     """A client message: {"type": "send"|"approve"|"cancel", ...}; answered with a `reply`
-    carrying the HTTP status and body the same call would have had."""
+    carrying the HTTP status and body the same call would have had. Bad input is a 4xx
+    reply and the socket stays open."""
     request_id = None
     try:
-        body = json.loads(text)
-        if not isinstance(body, dict):
-            raise BadRequestError("message: expected a JSON object", field="body")
-        request_id = body.get("request_id")
+        body = parse_object(text)
+        request_id = _request_id(body)
         kind = body.get("type")
         if kind == "send":
             status, result = commands.send(rt, ws_id, body)
@@ -164,9 +165,21 @@ def _command(ws: Any, rt: Runtime, ws_id: str, by: str, text: str) -> None:
         elif kind == "cancel":
             status, result = commands.cancel_turn(rt, ws_id, body, by=by)
         else:
-            raise BadRequestError(f"type: expected 'send', 'approve' or 'cancel', got {kind!r}", field="type")
-    except json.JSONDecodeError:
-        status, result = 400, {"error": "message: not valid JSON", "field": "body"}
+            raise BadRequestError(
+                f"type: expected 'send', 'approve' or 'cancel', got {_shown(kind)}", field="type"
+            )
     except ServiceError as exc:
         status, result = exc.status, {"error": exc.message, **exc.details}
     ws.send(json.dumps({"type": "reply", "request_id": request_id, "status": status, "body": result}))
+
+
+def _request_id(body: dict[str, Any]) -> str | int | None:
+    """Echoed in the reply, so it must survive being sent back: a short string or an integer."""
+    value = body.get("request_id")
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53):
+        return value
+    return str(field(body, "request_id", str, max_chars=MAX_NAME_CHARS))
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:60] if isinstance(value, str | int | float | bool | None) else type(value).__name__

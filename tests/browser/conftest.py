@@ -94,9 +94,14 @@ def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Pa
 
 @pytest.fixture
 def screenshot() -> Callable[[Page, str], None]:
+    """screenshot(page, name): saved under tests/artifacts/screenshots/ (ignored by git); the
+    tracked ones in docs/screenshots/ are refreshed only on purpose, with TJ_UPDATE_SCREENSHOTS=1."""
+
     def _shot(page: Page, name: str) -> None:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        refresh = os.environ.get("TJ_UPDATE_SCREENSHOTS") == "1"
+        folder = SCREENSHOTS if refresh else Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+        folder.mkdir(parents=True, exist_ok=True)
         page.wait_for_timeout(150)  # let the last frame paint
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+        page.screenshot(path=str(folder / f"{name}.png"))
 
     return _shot

@@ -132,23 +132,32 @@ class Services:
         self.processes[name] = proc
         return proc
 
-    def start_web(self) -> None:
+    def start_web(
+        self,
+        worker_class: str = "app.web.gunicorn_worker.JsonThreadWorker",
+        name: str = "web",
+        port: int | None = None,
+    ) -> str:
+        """The web process with the Procfile's worker class (or a test's subclass of it, on a
+        port of its own); its base URL."""
+        base_url = f"http://127.0.0.1:{port}" if port else self.base_url
         self._spawn(
-            "web",
+            name,
             [
                 str(BIN / "gunicorn"),
                 "--worker-class",
-                "gthread",
+                worker_class,
                 "--workers",
                 "1",
                 "--threads",
                 "32",
                 "--bind",
-                f"127.0.0.1:{self.port}",
+                base_url.removeprefix("http://"),
                 "app:create_app()",
             ],
         )
-        self._wait(lambda: httpx.get(self.base_url + "/health", timeout=2).status_code in (200, 503), "web")
+        self._wait(lambda: httpx.get(base_url + "/health", timeout=2).status_code in (200, 503), name)
+        return base_url
 
     def start_worker(self) -> None:
         self._worker_seq += 1

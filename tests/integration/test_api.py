@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import time
+
 import httpx
 import pytest
 
 from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.services import API_TOKEN, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +128,265 @@ def test_openapi_describes_every_call(services):
         "/health",
     ):
         assert path in spec["paths"]
+
+
+# -- reading bodies ---------------------------------------------------------------------
+
+
+def test_a_json_body_sent_as_curl_d_sends_it_is_read(api, model, workdir):
+    """curl -d says application/x-www-form-urlencoded: the README's example must still work."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    r = api.http.post(
+        "/v1/api/workstreams",
+        content=json.dumps({"name": "demo", "working_dir": str(workdir)}),
+        headers=form,
+    )
+    assert r.status_code == 201 and r.json()["name"] == "demo"
+    ws_id = r.json()["ws_id"]
+    model.enqueue(Reply(text="listed"), match="list the files here")
+    r = api.http.post(
+        f"/v1/api/workstreams/{ws_id}/send", content='{"message": "list the files here"}', headers=form
+    )
+    assert r.status_code == 202, r.text
+    api.wait_idle(ws_id)
+    assert [m["content"] for m in api.history(ws_id)] == ["list the files here", "listed"]
+
+
+def test_a_workstream_can_be_created_without_a_body(api):
+    r = api.http.post("/v1/api/workstreams")
+    assert r.status_code == 201 and r.json()["state"] == "idle"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"message": ""}, "message"),
+        ({"message": " \n\t "}, "message"),
+        ({"message": "a\u0000b"}, "message"),
+        ({"message": "a\ud800b"}, "message"),
+    ],
+)
+def test_empty_nul_or_lone_surrogate_messages_are_400_naming_the_field(api, workdir, body, field):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    r = api.http.post(
+        f"/v1/api/workstreams/{ws_id}/send",
+        content=json.dumps(body),  # ensure_ascii: the lone surrogate travels as \ud800
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 400 and r.json()["field"] == field, r.text
+    assert api.history(ws_id) == []
+
+
+def test_names_past_the_column_or_holding_a_nul_are_400(api):
+    r = api.http.post("/v1/api/workstreams", json={"name": "n" * 201})
+    assert r.status_code == 400 and r.json()["field"] == "name"
+    r = api.http.post("/v1/api/workstreams", json={"name": "a\u0000b"})
+    assert r.status_code == 400 and r.json()["field"] == "name"
+    r = api.http.post("/v1/api/workstreams", json={"name": "n" * 200})
+    assert r.status_code == 201 and r.json()["name"] == "n" * 200
+
+
+def test_deeply_nested_json_is_400(api):
+    r = api.http.post(
+        "/v1/api/workstreams", content=b"[" * 100_000, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 400 and r.json()["field"] == "body"
+
+
+# -- what gunicorn answers itself -----------------------------------------------------
+
+
+def test_405_says_which_methods_are_allowed(api):
+    r = api.http.delete("/v1/api/workstreams")
+    assert r.status_code == 405 and "error" in r.json()
+    assert {m.strip() for m in r.headers["Allow"].split(",")} >= {"GET", "POST"}
+
+
+def test_a_very_long_url_is_a_json_414(api):
+    r = api.http.get("/v1/api/workstreams", params={"x": "a" * 20_000})
+    assert r.status_code == 414
+    assert r.headers["Content-Type"] == "application/json" and "too large" in r.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [b"Content-Length: abc", b"Content-Length: -1", b"Transfer-Encoding: ", b"Transfer-Encoding: gzip"],
+)
+def test_a_malformed_length_or_coding_is_a_json_400(services, header):
+    status, headers, body = raw_exchange(
+        services.base_url, b"POST /v1/api/workstreams HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n"
+    )
+    assert status == 400 and headers["content-type"] == "application/json"
+    assert "error" in json.loads(body)
+
+
+@pytest.mark.parametrize(
+    ("token", "path", "status"),
+    [
+        (API_TOKEN, "/v1/api/workstreams/nope/send", 413),
+        ("wrong", "/v1/api/workstreams/nope/send", 401),
+        (API_TOKEN, "/v1/api/no-such-endpoint", 404),
+    ],
+)
+def test_a_10_mb_body_is_read_before_the_answer_so_the_client_sees_it(services, token, path, status):
+    """No Expect: 100-continue, as most clients send: the whole body goes out, then the answer
+    is read. Closing before reading it would be a broken pipe for the sender."""
+    body = b'{"message": "' + b"x" * (10 * 1024 * 1024) + b'"}'
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    answered, headers, answer = raw_exchange(services.base_url, head + body)
+    assert answered == status and headers["content-type"] == "application/json"
+    assert json.loads(answer)["error"]
+
+
+def test_a_body_shorter_than_its_content_length_is_answered_after_the_read_timeout(services):
+    """A client that stops sending must not hold a server thread for ever (here the read
+    timeout is 1 s, by a worker subclass; 30 s in production)."""
+    base_url = services.start_web(
+        worker_class="tests.integration.short_read_worker.ShortReadTimeoutWorker",
+        name="web-short-read",
+        port=free_port(),
+    )
+    try:
+        head = (
+            "POST /v1/api/workstreams HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {API_TOKEN}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100\r\n\r\n{}"
+        ).encode()
+        started = time.monotonic()
+        status, _headers, answer = raw_exchange(base_url, head, timeout=20)
+        assert status == 400 and json.loads(answer)["field"] == "body"
+        assert time.monotonic() - started < 15
+    finally:
+        services.kill("web-short-read")
+
+
+@pytest.mark.parametrize("token", [API_TOKEN, "wrong"])  # a body read by the route, or only drained
+def test_a_malformed_chunked_body_is_a_json_400_or_the_usual_answer(services, token):
+    status, headers, body = raw_exchange(
+        services.base_url,
+        b"POST /v1/api/workstreams HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        + f"Authorization: Bearer {token}\r\n\r\n".encode()
+        + b"zz\r\n{}\r\n0\r\n\r\n",
+    )
+    assert status == (400 if token == API_TOKEN else 401) and headers["content-type"] == "application/json"
+    assert "error" in json.loads(body)
+
+
+def raw_exchange(base_url: str, data: bytes, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """Send `data` as is on a fresh connection; the status, headers and body of the answer."""
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(data)  # a server that closed before reading makes this a broken pipe
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed before an answer: {received!r}"
+            received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        while len(body) < int(headers.get("content-length", 0)):
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed in the middle of the answer"
+            body += chunk
+    return int(lines[0].split()[1]), headers, body
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+def test_repeating_a_decision_without_call_id_is_a_no_op_like_with_it(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    # The call waits for a file the test writes, so its batch is still the active one.
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "while [ ! -e go ]; do sleep 0.05; done"})]))
+    model.enqueue(Reply(text="ok"))
+    turn_id = api.send(ws_id, "x")
+    [item] = sock.wait_type("approve_request")["items"]
+    first = api.approve(ws_id, approved=True)
+    assert first.status_code == 200 and first.json()["decided"] == [item["call_id"]]
+    again = api.approve(ws_id, approved=True)
+    assert again.status_code == 200 and again.json()["decided"] == [], again.text
+    by_id = api.approve(ws_id, approved=True, call_id=item["call_id"])
+    assert by_id.status_code == 200 and by_id.json()["decided"] == []
+    other_way = api.approve(ws_id, approved=False)
+    assert other_way.status_code == 409
+    assert len(sock.of_type("approval_resolved")) == 1
+    (workdir / "go").touch()
+    sock.wait_turn_end(turn_id)
+    r = api.approve(ws_id, approved=True)  # no active turn any more
+    assert r.status_code == 409 and r.json()["pending"] == []
+
+
+# -- idempotent sends -----------------------------------------------------------------
+
+
+def test_a_send_retried_with_its_idempotency_key_stores_one_message(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(text="once"), match="retried")
+    url = f"/v1/api/workstreams/{ws_id}/send"
+    key = {"Idempotency-Key": "retry-" + ws_id}
+    first = api.http.post(url, json={"message": "retried"}, headers=key)
+    second = api.http.post(url, json={"message": "retried"}, headers=key)
+    assert first.status_code == second.status_code == 202
+    assert first.json()["turn_id"] == second.json()["turn_id"]
+    sock.wait_turn_end(first.json()["turn_id"])
+    # After the turn is over, the retry answers how it ended: a status the document allows.
+    third = api.http.post(url, json={"message": "retried"}, headers=key)
+    assert third.json() == {"turn_id": first.json()["turn_id"], "status": "done"}
+    spec = httpx.get(api.base_url + "/v1/api/openapi.json").json()
+    send_ok = spec["paths"]["/v1/api/workstreams/{ws_id}/send"]["post"]["responses"]["202"]
+    assert "done" in send_ok["content"]["application/json"]["schema"]["properties"]["status"]["enum"]
+    assert [m["content"] for m in api.history(ws_id)] == ["retried", "once"]
+
+
+def test_the_websocket_send_takes_an_idempotency_key(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(text="once"), match="over the socket")
+    command = {"type": "send", "message": "over the socket", "idempotency_key": "k1"}
+    sock.send({**command, "request_id": 1})
+    sock.send({**command, "request_id": 2})
+    first, second = sock.wait_reply(), sock.wait_reply()
+    assert first["status"] == second["status"] == 202
+    assert first["body"]["turn_id"] == second["body"]["turn_id"]
+    sock.wait_turn_end(first["body"]["turn_id"])
+    assert [m["content"] for m in api.history(ws_id)] == ["over the socket", "once"]
+
+
+@pytest.mark.parametrize("key", ["", "k" * 201, "caf\u00e9", "tab\there"])
+def test_a_bad_idempotency_key_is_400(api, workdir, key):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    r = api.http.post(
+        f"/v1/api/workstreams/{ws_id}/send",
+        json={"message": "x"},
+        headers={"Idempotency-Key": key.encode("utf-8")},
+    )
+    assert r.status_code == 400 and r.json()["field"] == "idempotency_key"
+    assert api.history(ws_id) == []
+
+
+# -- the document ---------------------------------------------------------------------
+
+
+def test_the_document_is_public_and_describes_both_ways_of_giving_the_token(services):
+    r = httpx.get(services.base_url + "/v1/api/openapi.json")  # no token
+    assert r.status_code == 200
+    spec = r.json()
+    assert spec["paths"]["/v1/api/openapi.json"]["get"]["security"] == []
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["token"] == {**schemes["token"], "type": "apiKey", "in": "query", "name": "token"}
+    create = spec["paths"]["/v1/api/workstreams"]["post"]
+    assert create["requestBody"]["required"] is False
+    assert {"bearer": []} in create["security"] and {"token": []} in create["security"]
+
+
+def test_the_token_works_in_the_query_and_with_a_lowercase_scheme(services):
+    url = services.base_url + "/v1/api/workstreams"
+    assert httpx.get(url, params={"token": API_TOKEN}).status_code == 200
+    assert httpx.get(url, headers={"Authorization": f"bearer {API_TOKEN}"}).status_code == 200

@@ -85,6 +85,11 @@ def test_run_starts_web_worker_and_beat_on_a_private_redis(tmp_path, model_serve
     logs = (tmp_path / "run.log").read_text()
     assert '"GET /v1/api/workstreams/' in logs  # the access log is on...
     assert "local-run-token" not in logs and "sk-local-run" not in logs  # ...and shows no secret
+    # A local run serves this machine only, unless --host says otherwise.
+    assert f"Listening at: http://127.0.0.1:{port} " in logs
+    assert "0.0.0.0" not in logs
+    # ...and leaves nothing of beat's behind in the folder it ran in.
+    assert not [p.name for p in tmp_path.iterdir() if "beat" in p.name], list(tmp_path.iterdir())
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen, log: Path) -> dict:

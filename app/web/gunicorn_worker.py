@@ -1,0 +1,89 @@
+"""Our gunicorn worker: gthread, with the errors gunicorn answers itself (a URL too long, a bad
+header) sent as JSON like every other error, and a read timeout on request bodies.
+
+Run it with `gunicorn --worker-class app.web.gunicorn_worker.JsonThreadWorker 'app:create_app()'`.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import Any
+
+from gunicorn import util
+from gunicorn.http import errors
+from gunicorn.workers.gthread import ThreadWorker
+
+# A request whose body stops arriving (shorter than its Content-Length, a stalled client)
+# is answered 400 after this long without a byte, instead of holding a thread for ever.
+REQUEST_READ_TIMEOUT_SECONDS = 30.0
+MAX_ERROR_DETAIL_CHARS = 200
+
+# Parse errors that are not a plain 400; every other parse error is the client's and a 400
+# (a Transfer-Encoding gunicorn does not know too: gunicorn's 501 would read as our fault).
+# By name: older gunicorn releases lack some of them.
+_STATUS = tuple(
+    (kind, status, reason)
+    for name, status, reason in (
+        ("LimitRequestLine", 414, "URI Too Long"),
+        ("LimitRequestHeaders", 431, "Request Header Fields Too Large"),
+        ("ExpectationFailed", 417, "Expectation Failed"),
+        ("ForbiddenProxyRequest", 403, "Forbidden"),
+        # The application's own fault (a header it tried to send) or the server's configuration.
+        ("InvalidResponseHeader", 500, "Internal Server Error"),
+        ("InvalidResponseHeaderName", 500, "Internal Server Error"),
+        ("ConfigurationProblem", 500, "Internal Server Error"),
+    )
+    if (kind := getattr(errors, name, None)) is not None
+)
+
+
+def error_status(exc: BaseException) -> tuple[int, str]:
+    """The status gunicorn's error `exc` is answered with."""
+    for kind, status, reason in _STATUS:
+        if isinstance(exc, kind):
+            return status, reason
+    if isinstance(exc, errors.ParseException | ssl.SSLError):
+        return 400, "Bad Request"
+    return 500, "Internal Server Error"
+
+
+def json_error(status: int, reason: str, detail: str) -> bytes:
+    """A whole HTTP/1.1 response, closing the connection, whose body is `{"error": ...}`."""
+    message = f"{reason.lower()}: {detail}" if detail else reason.lower()
+    body = json.dumps({"error": message[: MAX_ERROR_DETAIL_CHARS + len(reason) + 2]}).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+class JsonThreadWorker(ThreadWorker):
+    """gunicorn's gthread worker, answering its own errors in JSON and timing out body reads."""
+
+    read_timeout = REQUEST_READ_TIMEOUT_SECONDS
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        # A websocket lives on this socket for as long as it is open, quiet or not.
+        if not _is_websocket(req):
+            conn.sock.settimeout(self.read_timeout)
+        return super().handle_request(req, conn)
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        status, reason = error_status(exc)
+        ip = addr[0] if addr else ""
+        if status >= 500:
+            self.log.exception("error handling a request from %s", ip)
+        else:
+            # The class only: the message of a bad request line holds the URL, and with it any token.
+            self.log.warning("invalid request from %s: %s (%d)", ip, type(exc).__name__, status)
+        detail = "" if status >= 500 else str(exc)
+        try:
+            util.write_nonblock(client, json_error(status, reason, detail))
+        except OSError:
+            self.log.debug("could not send the error response")
+
+
+def _is_websocket(req: Any) -> bool:
+    return any(name == "UPGRADE" and value.lower() == "websocket" for name, value in req.headers)
