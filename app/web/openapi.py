@@ -128,7 +128,33 @@ OPENAPI: dict[str, Any] = {
                     "active_turn_id": {"type": ["string", "null"]},
                     "pending_approvals": {"type": "array", "items": _ref("ToolItem")},
                     "queued_messages": {"type": "integer"},
+                    "turn": {
+                        "type": ["object", "null"],
+                        "description": "the active turn: where it stands",
+                        "properties": {
+                            "turn_id": {"type": "string"},
+                            "phase": {
+                                "enum": ["model", "approval", "tools", "awaiting"],
+                                "description": "awaiting: its tool calls wait on something outside "
+                                "(a sub-agent); no worker holds it",
+                            },
+                            "step": {"type": "integer"},
+                            "cancel_requested": {"type": "boolean"},
+                        },
+                    },
+                    "usage": _ref("Usage"),
                 },
+            },
+            "Usage": {
+                "type": "object",
+                "description": "tokens as the provider reported them: one model step's, or a "
+                "workstream's added up; cache_* keys where the provider reports them",
+                "required": ["input_tokens", "output_tokens"],
+                "properties": {
+                    "input_tokens": {"type": "integer"},
+                    "output_tokens": {"type": "integer"},
+                },
+                "additionalProperties": {"type": "integer"},
             },
             "ToolItem": {
                 "type": "object",
@@ -202,6 +228,7 @@ OPENAPI: dict[str, Any] = {
                     "role": {"enum": ["user", "assistant", "tool"]},
                     "content": {"type": ["string", "null"]},
                     "reasoning": {"type": "string", "description": "assistant: the model's reasoning"},
+                    "usage": _ref("Usage"),
                     "tool_calls": {
                         "type": "array",
                         "items": {"type": "object"},
