@@ -3,11 +3,13 @@
 PREFIX = "tj"
 
 EVENT_SEQ = PREFIX + ":ws:{ws_id}:seq"  # last event id of a workstream
+EVENT_META = PREFIX + ":ws:{ws_id}:meta"  # hash: origin (the id its ids count from), bytes (log size)
 EVENT_LOG = PREFIX + ":ws:{ws_id}:log"  # capped replay log (a stream; entry id = event id)
 EVENT_CHANNEL = PREFIX + ":ws:{ws_id}:events"  # live pub/sub channel
 EVENT_CHANNEL_PATTERN = PREFIX + ":ws:*:events"
 TURN_FENCE = PREFIX + ":turn:{turn_id}:attempt"  # the attempt allowed to publish
 TURN_CANCEL = PREFIX + ":turn:{turn_id}:cancel"  # set while a cancel is requested
+PUBLISHED = PREFIX + ":published:{token}"  # the id a retried publish already got
 
 WORKER_PRESENCE = PREFIX + ":workers"  # sorted set: worker name -> when its presence lapses
 
@@ -17,6 +19,10 @@ CANCEL_TTL_SECONDS = 24 * 3600
 
 def event_seq(ws_id: str) -> str:
     return EVENT_SEQ.format(ws_id=ws_id)
+
+
+def event_meta(ws_id: str) -> str:
+    return EVENT_META.format(ws_id=ws_id)
 
 
 def event_log(ws_id: str) -> str:
@@ -33,3 +39,7 @@ def turn_fence(turn_id: str) -> str:
 
 def turn_cancel(turn_id: str) -> str:
     return TURN_CANCEL.format(turn_id=turn_id)
+
+
+def published(token: str) -> str:
+    return PUBLISHED.format(token=token)
