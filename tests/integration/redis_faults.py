@@ -19,55 +19,54 @@ REDIS_SERVER = "/usr/bin/redis-server"
 
 
 class RedisProxy:
-    """Forwards 127.0.0.1:<port> to a Redis server; `cut()` drops every connection and refuses new
-    ones until `restore()`, as a network outage or a failover would."""
+    """Forwards 127.0.0.1:<port> to a Redis server; `cut()` drops every connection and stops
+    listening (new ones are refused, as when Redis is down) until `restore()`."""
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.port = free_port()
-        self._listener = socket.create_server(("127.0.0.1", self.port))
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
-        self._cut = False
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._listener: socket.socket | None = None
+        self.restore()
 
     def url(self, db: int) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
     def cut(self) -> None:
         with self._lock:
-            self._cut = True
+            listener, self._listener = self._listener, None
             doomed, self._open = self._open, set()
+        if listener is not None:
+            _close(listener)
         for s in doomed:
             _close(s)
 
     def restore(self) -> None:
+        listener = socket.create_server(("127.0.0.1", self.port))  # SO_REUSEADDR: the same port again
         with self._lock:
-            self._cut = False
+            self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def close(self) -> None:
-        self._closed = True
         self.cut()
-        _close(self._listener)
 
-    def _accept(self) -> None:
-        while not self._closed:
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
             try:
-                down, _ = self._listener.accept()
+                down, _ = listener.accept()
             except OSError:
-                return
-            with self._lock:
-                refused = self._cut
-            if refused:
-                _close(down)
-                continue
+                return  # cut
             try:
                 up = socket.create_connection(self.upstream)
             except OSError:
                 _close(down)
                 continue
             with self._lock:
+                if self._listener is not listener:  # cut while connecting
+                    _close(down)
+                    _close(up)
+                    continue
                 self._open.update((down, up))
             threading.Thread(target=self._pump, args=(down, up), daemon=True).start()
             threading.Thread(target=self._pump, args=(up, down), daemon=True).start()

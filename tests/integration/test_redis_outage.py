@@ -1,6 +1,6 @@
 """Redis outages as a running step meets them: publishes and the cancel flag ride out a short
-outage, a cancel check never fails a step, and a Redis restarted empty neither silences a step nor
-sends event ids backwards."""
+outage, a cancel check never fails a step, a Redis restarted empty neither silences a step nor
+sends event ids backwards, and a whole turn pauses through an outage instead of failing."""
 
 from __future__ import annotations
 
@@ -18,12 +18,15 @@ from app import keys
 from app.engine.cancellation import CancelCheck, raise_flag
 from app.events import EventLog, Fence
 from app.settings import Settings
+from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.client import Api, EventSocket
 from tests.integration.redis_faults import PrivateRedisServer, RedisProxy
-from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
+from tests.integration.services import API_TOKEN, REDIS_HOST, REDIS_PORT, Services, lease_redis_db
 
 pytestmark = pytest.mark.integration
 
 OUTAGE_SECONDS = 2.0  # the outage of the issue's fault-injection run
+LINES = [f"line{i}" for i in range(1, 9)]
 
 
 @pytest.fixture
@@ -125,3 +128,57 @@ def test_after_redis_restarts_empty_a_running_step_still_publishes_with_higher_i
         assert rt.events.replay("ws", after=0) == (events, False)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def outage_mid_command(model_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """A turn whose bash command meets a 2 s Redis outage; the whole service (web, worker, beat)
+    reaches Redis through the proxy, as over a network. What a user saw, once the dust settled."""
+    tmp = tmp_path_factory.mktemp("outage")
+    svc = Services("sqlite", tmp, model_server.openai_base_url)
+    proxy = RedisProxy(REDIS_HOST, REDIS_PORT)
+    svc.env["REDIS_URL"] = proxy.url(svc.redis.connection_pool.connection_kwargs["db"])
+    model_server.reset()
+    try:
+        svc.start()
+        api = Api(svc.base_url, API_TOKEN)
+        ws_id = api.create_workstream(working_dir=str(svc.workdir), auto_approve=True)
+        sock = EventSocket(svc.base_url, API_TOKEN, ws_id)
+        command = f"for l in {' '.join(LINES)}; do echo $l; sleep 0.5; done"
+        model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": command})]))
+        model_server.enqueue(Reply(text="all lines printed"))
+        turn_id = api.send(ws_id, "print the lines")
+        sock.wait_for(lambda e: e["type"] == "tool_output_chunk" and "line1" in e["text"])
+        outage(proxy)
+        result = sock.wait_type("tool_result", timeout=60)
+        try:
+            end: dict[str, Any] | None = sock.wait_turn_end(turn_id, timeout=30)
+        except AssertionError:
+            end = None
+        yield {"result": result, "end": end, "events": list(sock.events), "history": api.history(ws_id)}
+        sock.close()
+    finally:
+        proxy.close()
+        svc.stop()
+        model_server.reset()
+
+
+def test_a_two_second_outage_mid_command_leaves_the_command_running_and_its_result_whole(outage_mid_command):
+    result = outage_mid_command["result"]
+    assert result["is_error"] is False and result["output"].split() == LINES
+    tool_messages = [m for m in outage_mid_command["history"] if m["role"] == "tool"]
+    assert [m["content"].split() for m in tool_messages] == [LINES]
+    ids = [e["id"] for e in outage_mid_command["events"]]
+    assert ids == list(range(ids[0], ids[0] + len(ids)))  # the open socket: no gap, no duplicate
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the Celery worker exits on a broker connection loss (kombu 5.7: AttributeError in "
+    "Channel.close -> restore_unacked, 'Unrecoverable error'), so the next model step waits for a "
+    "new worker; outside app/events.py, reported to the lead",
+)
+def test_a_two_second_outage_mid_command_costs_the_turn_only_a_pause(outage_mid_command):
+    end = outage_mid_command["end"]
+    assert end is not None and end["state"] == "idle"
+    assert outage_mid_command["history"][-1]["content"] == "all lines printed"
