@@ -154,14 +154,16 @@ def test_a_client_that_stops_reading_holds_a_bounded_queue_and_catches_up_from_t
     fanout = Fanout(client, queue_events=8)
     live, marker = fanout.subscribe("slow"), fanout.subscribe("marker")
     ws = relay_for(rt, "slow", live)
+    ids = [rt.events.publish("slow", "tool_output_chunk", text="first")]
+    ws.wait_for(lambda frames: len(frames) == 1)  # live: the relay is past its first replay
     ws.reading.clear()
-    ids = [rt.events.publish("slow", "tool_output_chunk", text="x" * 100) for _ in range(200)]
-    ws.sending.wait(timeout=10)
+    ids += [rt.events.publish("slow", "tool_output_chunk", text="x" * 100) for _ in range(200)]
+    assert ws.sending.wait(timeout=10)
     rt.events.publish("marker", "content")
     marker.get(timeout=10)  # the fan-out has offered all 200 to the stuck socket by now
     assert live.qsize() <= 8
     ws.reading.set()  # the client reads again
-    ws.wait_for(lambda frames: len(frames) >= 200)
+    ws.wait_for(lambda frames: len(frames) >= len(ids))
     assert ws.ids() == ids  # every event once, in order: the resync came from the log
 
 
@@ -170,15 +172,17 @@ def test_a_client_that_missed_more_than_the_log_keeps_is_told_to_reread(client, 
     fanout = Fanout(client, queue_events=8)
     live, marker = fanout.subscribe("slow"), fanout.subscribe("marker")
     ws = relay_for(rt, "slow", live)
+    first = rt.events.publish("slow", "tool_output_chunk", text="first")
+    ws.wait_for(lambda frames: len(frames) == 1)
     ws.reading.clear()
     ids = [rt.events.publish("slow", "tool_output_chunk", text=uuid.uuid4().hex) for _ in range(100)]
-    ws.sending.wait(timeout=10)
+    assert ws.sending.wait(timeout=10)
     rt.events.publish("marker", "content")
     marker.get(timeout=10)
     assert live.qsize() <= 8
     ws.reading.set()
-    ws.wait_for(lambda frames: bool(frames) and frames[-1]["id"] == ids[-1])
+    ws.wait_for(lambda frames: frames[-1]["id"] == ids[-1])
     frames = ws.frames
-    assert frames[0]["id"] == ids[0]  # sent before the client stopped reading
-    assert frames[1]["type"] == "replay_truncated" and frames[1]["after"] == ids[0]
-    assert [f["id"] for f in frames[2:]] == ids[-20:]
+    assert [f["id"] for f in frames[:2]] == [first, ids[0]]  # the second was being sent when it stalled
+    assert frames[2]["type"] == "replay_truncated" and frames[2]["after"] == ids[0]
+    assert [f["id"] for f in frames[3:]] == ids[-20:]

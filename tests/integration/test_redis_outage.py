@@ -173,10 +173,10 @@ def test_a_two_second_outage_mid_command_leaves_the_command_running_and_its_resu
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="the Celery worker exits on a broker connection loss (kombu 5.7: AttributeError in "
+    strict=False,  # the crash depends on where the worker's consumer is when the link drops
+    reason="the Celery worker often exits on a broker connection loss (kombu 5.7: AttributeError in "
     "Channel.close -> restore_unacked, 'Unrecoverable error'), so the next model step waits for a "
-    "new worker; outside app/events.py, reported to the lead",
+    "new worker; outside this lane, reported to the lead",
 )
 def test_a_two_second_outage_mid_command_costs_the_turn_only_a_pause(outage_mid_command):
     end = outage_mid_command["end"]
