@@ -84,6 +84,13 @@ if ARGV[7] ~= '0' then redis.call('SET', KEYS[6], sid, 'EX', ARGV[7]) end
 return id
 """
 
+# KEYS: fence   ARGV: attempt, ttl. Raise only: a claim that lost a race must not lower the fence.
+_RAISE_FENCE = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
+"""
+
 PUBLISHED_GRACE_SECONDS = 60  # a retry's marker outlives the retry window by this much
 
 
@@ -156,6 +163,7 @@ class EventLog:
         self.ttl_seconds = ttl_seconds
         self.retry_seconds = retry_seconds
         self._publish = client.register_script(_PUBLISH)
+        self._raise_fence = client.register_script(_RAISE_FENCE)
 
     @classmethod
     def from_settings(cls, client: redis.Redis, settings: Settings) -> EventLog:
@@ -241,7 +249,14 @@ class EventLog:
         return None if int(result) < 0 else int(result)
 
     def set_fence(self, fence: Fence) -> None:
-        self.redis.set(keys.turn_fence(fence.turn_id), fence.attempt, ex=keys.FENCE_TTL_SECONDS)
+        """A claim's attempt becomes the one allowed to publish (unless a newer one already is)."""
+        retrying(
+            lambda: self._raise_fence(
+                keys=[keys.turn_fence(fence.turn_id)], args=[fence.attempt, keys.FENCE_TTL_SECONDS]
+            ),
+            self.retry_seconds,
+            f"fencing turn {fence.turn_id}",
+        )
 
     def last_id(self, ws_id: str) -> int:
         """The id of the workstream's last event; 0 when Redis holds none (never, or lost)."""

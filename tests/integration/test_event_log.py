@@ -76,6 +76,14 @@ def test_a_stale_attempt_cannot_publish(client):
     assert [e["id"] for e in log.replay("ws", 0)[0]] == [first, second]
 
 
+def test_a_claim_that_lost_a_race_does_not_lower_the_fence(client):
+    log = EventLog(client, maxlen=100)
+    log.set_fence(Fence("turn", 3))
+    log.set_fence(Fence("turn", 2))  # the older claim's call arrives last
+    assert log.publish("ws", "content", fence=Fence("turn", 2)) is None
+    assert log.publish("ws", "content", fence=Fence("turn", 3)) is not None
+
+
 def test_the_fence_survives_redis_losing_its_key(client):
     log = EventLog(client, maxlen=100)
     log.set_fence(Fence("turn", 3))
