@@ -81,7 +81,7 @@ def test_a_publish_gives_up_after_its_bound(proxy, direct):
     started = time.monotonic()
     with pytest.raises(redis.ConnectionError):
         rt.events.publish("ws", "content")
-    assert 0.3 < time.monotonic() - started < 5
+    assert 0.3 < time.monotonic() - started < 15  # bounded, with room for a loaded machine
 
 
 def test_a_cancel_check_during_an_outage_says_not_cancelled_and_sees_a_cancel_after_it(proxy, direct, caplog):
