@@ -4,6 +4,7 @@ and a private redis-server that can be stopped and restarted empty (Redis that l
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ class RedisProxy:
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
+        self._timers: list[threading.Timer] = []
         self.restore()
 
     def url(self, db: int) -> str:
@@ -42,6 +44,13 @@ class RedisProxy:
         for s in doomed:
             _close(s)
 
+    def cut_for(self, seconds: float) -> None:
+        """An outage of `seconds`: cut now, restored in the background."""
+        self.cut()
+        timer = threading.Timer(seconds, self.restore)
+        self._timers.append(timer)
+        timer.start()
+
     def restore(self) -> None:
         listener = socket.create_server(("127.0.0.1", self.port))  # SO_REUSEADDR: the same port again
         with self._lock:
@@ -49,6 +58,9 @@ class RedisProxy:
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def close(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+            timer.join()
         self.cut()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -88,6 +100,7 @@ class PrivateRedisServer:
         self.port = free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="tj-test-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
+        self._timers: list[threading.Timer] = []
 
     @property
     def url(self) -> str:
@@ -108,14 +121,24 @@ class PrivateRedisServer:
         raise RuntimeError(f"redis-server did not start; see {self.folder}/redis.log")
 
     def stop(self) -> None:
+        """Stop it (a pending `restart_later` too: a failed test must not leave a server behind)."""
+        for timer in self._timers:
+            timer.cancel()
+            timer.join()
+        self._timers.clear()
         if self.process and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
         self.process = None
 
+    def discard(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
     def restart_later(self, seconds: float) -> threading.Thread:
         """Start the (stopped) server again after `seconds`, in the background."""
         timer = threading.Timer(seconds, self.start)
+        self._timers.append(timer)
         timer.start()
         return timer
 

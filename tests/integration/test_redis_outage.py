@@ -5,7 +5,6 @@ sends event ids backwards, and a whole turn pauses through an outage instead of 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -56,18 +55,11 @@ def through(proxy: RedisProxy, direct: redis.Redis) -> redis.Redis:
     return redis.Redis.from_url(proxy.url(db), health_check_interval=30)
 
 
-def outage(proxy: RedisProxy, seconds: float = OUTAGE_SECONDS) -> threading.Timer:
-    proxy.cut()
-    timer = threading.Timer(seconds, proxy.restore)
-    timer.start()
-    return timer
-
-
 def test_a_publish_rides_out_a_short_outage(proxy, direct):
     rt = runtime(through(proxy, direct))
     first = rt.events.publish("ws", "content", text="before")
     started = time.monotonic()
-    outage(proxy)
+    proxy.cut_for(OUTAGE_SECONDS)
     during = rt.events.publish("ws", "tool_result", call_id="c", output="done", is_error=False)
     assert time.monotonic() - started >= OUTAGE_SECONDS * 0.9  # it waited for Redis, then went out
     assert during == first + 1
@@ -105,7 +97,7 @@ def test_a_cancel_check_during_an_outage_says_not_cancelled_and_sees_a_cancel_af
 def test_raising_the_cancel_flag_rides_out_a_short_outage(proxy, direct):
     rt = runtime(through(proxy, direct))
     rt.redis.ping()
-    outage(proxy)
+    proxy.cut_for(OUTAGE_SECONDS)
     raise_flag(rt, "turn")
     assert direct.exists(keys.turn_cancel("turn"))
 
@@ -127,7 +119,7 @@ def test_after_redis_restarts_empty_a_running_step_still_publishes_with_higher_i
         assert truncated and [e["id"] for e in events] == [end]  # a client at `before` must re-read
         assert rt.events.replay("ws", after=0) == (events, False)
     finally:
-        server.stop()
+        server.discard()
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +141,7 @@ def outage_mid_command(model_server, tmp_path_factory) -> Iterator[dict[str, Any
         model_server.enqueue(Reply(text="all lines printed"))
         turn_id = api.send(ws_id, "print the lines")
         sock.wait_for(lambda e: e["type"] == "tool_output_chunk" and "line1" in e["text"])
-        outage(proxy)
+        proxy.cut_for(OUTAGE_SECONDS)
         result = sock.wait_type("tool_result", timeout=60)
         try:
             end: dict[str, Any] | None = sock.wait_turn_end(turn_id, timeout=30)
