@@ -1,33 +1,97 @@
-"""Workstream events: published live on Redis pub/sub and appended to a capped replay log.
+"""Workstream events: published live on Redis pub/sub and appended to a capped, expiring replay log.
 
-One Lua script numbers, logs and publishes an event atomically, so the channel
-carries events in id order and a reconnecting client can splice the log and the
-live channel without a gap or a duplicate. A fenced publish is dropped when a
-newer attempt of the same turn has taken over (a stale worker's events).
+One Lua script numbers, logs and publishes an event atomically, so the channel carries events in
+id order and a reconnecting client can splice the log and the live channel without a gap or a
+duplicate. docs/events.md says what a client sees; this module keeps those promises.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
 from app import keys
+from app.settings import (
+    DEFAULT_REDIS_RETRY_SECONDS,
+    DEFAULT_REPLAY_LOG_BYTES,
+    EVENT_LOG_TTL_SECONDS,
+    REDIS_RETRY_FIRST_DELAY_SECONDS,
+    REDIS_RETRY_MAX_DELAY_SECONDS,
+    Settings,
+)
 
-# KEYS: seq, log, channel, fence   ARGV: fence attempt ('' = unfenced), body json, maxlen
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# What a Redis outage looks like to a client (BusyLoadingError, a server still loading its data
+# after a restart, is a ConnectionError).
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+
+# KEYS: seq, meta, log, channel, fence, published
+# ARGV: fence attempt ('' = unfenced), body json, max events, max bytes, ttl, fence ttl,
+#       published ttl ('0': not recorded, the caller never retries)
+#
+# - `published` makes a retry idempotent: a publish whose reply was lost returns the id it got.
+# - The fence key holds the highest attempt seen: a lower one is refused, an equal or higher one
+#   (or any, when Redis lost the key) is accepted and raised, so a wipe cannot silence a step.
+# - A missing counter starts a new epoch: ids go on from the clock (ms x 1000, below 2^53 for
+#   JavaScript), past every id a client can hold; `meta.origin` records where, so that replay can
+#   tell a cursor from before the wipe. The old log (if the counter alone was lost) is dropped.
+# - The log is trimmed from the oldest end to `max events` and `max bytes` (the newest stays).
+# - Ids are formatted with %d: Lua's default number format would print 1.7e+15.
 _PUBLISH = """
-if ARGV[1] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[1] then
-  return -1
+local done = redis.call('GET', KEYS[6])
+if done then return tonumber(done) end
+if ARGV[1] ~= '' then
+  local held = tonumber(redis.call('GET', KEYS[5]) or '0')
+  local mine = tonumber(ARGV[1])
+  if held > mine then return -1 end
+  if held < mine then redis.call('SET', KEYS[5], ARGV[1], 'EX', ARGV[6]) end
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local now = redis.call('TIME')
+  local origin = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) * 1000
+  local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+  if top[1] then origin = math.max(origin, tonumber(string.match(top[1][1], '^%d+'))) end
+  local o = string.format('%d', origin)
+  redis.call('DEL', KEYS[3])
+  redis.call('SET', KEYS[1], o)
+  redis.call('HSET', KEYS[2], 'origin', o, 'bytes', 0)
 end
 local id = redis.call('INCR', KEYS[1])
-local event = '{"id":' .. id .. ',' .. string.sub(ARGV[2], 2)
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], id .. '-0', 'e', event)
-redis.call('PUBLISH', KEYS[3], event)
+local sid = string.format('%d', id)
+local event = '{"id":' .. sid .. ',' .. string.sub(ARGV[2], 2)
+redis.call('XADD', KEYS[3], sid .. '-0', 'e', event)
+local bytes = redis.call('HINCRBY', KEYS[2], 'bytes', #event)
+local n = redis.call('XLEN', KEYS[3])
+while n > 1 and (n > tonumber(ARGV[3]) or bytes > tonumber(ARGV[4])) do
+  local oldest = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', 1)[1]
+  redis.call('XDEL', KEYS[3], oldest[1])
+  bytes = redis.call('HINCRBY', KEYS[2], 'bytes', -#oldest[2][2])
+  n = n - 1
+end
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+redis.call('PUBLISH', KEYS[4], event)
+if ARGV[7] ~= '0' then redis.call('SET', KEYS[6], sid, 'EX', ARGV[7]) end
 return id
 """
+
+# KEYS: fence   ARGV: attempt, ttl. Raise only: a claim that lost a race must not lower the fence.
+_RAISE_FENCE = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
+"""
+
+PUBLISHED_GRACE_SECONDS = 60  # a retry's marker outlives the retry window by this much
 
 
 class EventType:
@@ -57,11 +121,59 @@ class Fence:
     attempt: int
 
 
+def retrying(call: Callable[[], T], seconds: float, what: str) -> T:
+    """`call()`, retried with backoff through a Redis outage of up to `seconds`; then its last error."""
+    deadline = time.monotonic() + seconds
+    delay = REDIS_RETRY_FIRST_DELAY_SECONDS
+    failed_at: float | None = None
+    while True:
+        try:
+            result = call()
+        except OUTAGE_ERRORS as exc:
+            if failed_at is None:
+                failed_at = time.monotonic()
+                # The class only: a connection error's text names the server, and the URL is a secret.
+                log.warning(
+                    "%s: Redis unavailable (%s); retrying for up to %.0f s", what, type(exc).__name__, seconds
+                )
+            if time.monotonic() + delay > deadline:
+                log.error("%s: Redis still unavailable after %.1f s; giving up", what, seconds)
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, REDIS_RETRY_MAX_DELAY_SECONDS)
+            continue
+        if failed_at is not None:
+            log.warning("%s: Redis is back after %.1f s", what, time.monotonic() - failed_at)
+        return result
+
+
 class EventLog:
-    def __init__(self, client: redis.Redis, maxlen: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        maxlen: int,
+        *,
+        max_bytes: int = DEFAULT_REPLAY_LOG_BYTES,
+        ttl_seconds: int = EVENT_LOG_TTL_SECONDS,
+        retry_seconds: float = DEFAULT_REDIS_RETRY_SECONDS,
+    ) -> None:
         self.redis = client
         self.maxlen = maxlen
+        self.max_bytes = max_bytes
+        self.ttl_seconds = ttl_seconds
+        self.retry_seconds = retry_seconds
         self._publish = client.register_script(_PUBLISH)
+        self._raise_fence = client.register_script(_RAISE_FENCE)
+
+    @classmethod
+    def from_settings(cls, client: redis.Redis, settings: Settings) -> EventLog:
+        return cls(
+            client,
+            settings.replay_log_length,
+            max_bytes=settings.replay_log_bytes,
+            ttl_seconds=settings.event_log_ttl_seconds,
+            retry_seconds=settings.redis_retry_seconds,
+        )
 
     def publish(
         self,
@@ -72,37 +184,107 @@ class EventLog:
         fence: Fence | None = None,
         **fields: Any,
     ) -> int | None:
-        """Append and publish one event; its id, or None when the fence refused it."""
+        """Append and publish one event; its id, or None when the fence refused it.
+
+        Rides out a Redis outage of up to `retry_seconds` (a retry never publishes twice), then
+        raises the last connection error."""
+        token = uuid.uuid4().hex
+        marker_ttl = int(self.retry_seconds) + PUBLISHED_GRACE_SECONDS
+        return retrying(
+            lambda: self._run(ws_id, type_, turn_id, fence, fields, token, marker_ttl),
+            self.retry_seconds,
+            f"publishing {type_} for {ws_id}",
+        )
+
+    def publish_best_effort(
+        self,
+        ws_id: str,
+        type_: str,
+        *,
+        turn_id: str | None = None,
+        fence: Fence | None = None,
+        **fields: Any,
+    ) -> int | None:
+        """`publish` for what only a live viewer needs (output chunks, deltas): one try, never raises;
+        None when it was not published. The stored result is what counts."""
+        try:
+            return self._run(ws_id, type_, turn_id, fence, fields, "-", 0)
+        except (redis.RedisError, TypeError, ValueError) as exc:
+            # Never the body: tool output may hold anything.
+            log.warning("event %s for %s not published live (%s)", type_, ws_id, type(exc).__name__)
+            return None
+
+    def _run(
+        self,
+        ws_id: str,
+        type_: str,
+        turn_id: str | None,
+        fence: Fence | None,
+        fields: dict[str, Any],
+        token: str,
+        marker_ttl: int,
+    ) -> int | None:
         body = {"ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": round(time.time(), 3)}
         body.update(fields)
         fence_key = keys.turn_fence(fence.turn_id) if fence else keys.turn_fence("-")
         result = self._publish(
-            keys=[keys.event_seq(ws_id), keys.event_log(ws_id), keys.event_channel(ws_id), fence_key],
-            args=[str(fence.attempt) if fence else "", json.dumps(body), self.maxlen],
+            keys=[
+                keys.event_seq(ws_id),
+                keys.event_meta(ws_id),
+                keys.event_log(ws_id),
+                keys.event_channel(ws_id),
+                fence_key,
+                keys.published(token),
+            ],
+            args=[
+                str(fence.attempt) if fence else "",
+                json.dumps(body),
+                self.maxlen,
+                self.max_bytes,
+                self.ttl_seconds,
+                keys.FENCE_TTL_SECONDS,
+                marker_ttl,
+            ],
         )
         return None if int(result) < 0 else int(result)
 
     def set_fence(self, fence: Fence) -> None:
-        self.redis.set(keys.turn_fence(fence.turn_id), fence.attempt, ex=keys.FENCE_TTL_SECONDS)
+        """A claim's attempt becomes the one allowed to publish (unless a newer one already is)."""
+        retrying(
+            lambda: self._raise_fence(
+                keys=[keys.turn_fence(fence.turn_id)], args=[fence.attempt, keys.FENCE_TTL_SECONDS]
+            ),
+            self.retry_seconds,
+            f"fencing turn {fence.turn_id}",
+        )
 
     def last_id(self, ws_id: str) -> int:
+        """The id of the workstream's last event; 0 when Redis holds none (never, or lost)."""
         value = self.redis.get(keys.event_seq(ws_id))
         return int(value) if value else 0
 
     def replay(self, ws_id: str, after: int) -> tuple[list[dict[str, Any]], bool]:
-        """Events with id > after, and whether some of them were already trimmed away."""
-        # One transaction: a publish between reading the log and reading the
-        # counter would otherwise look like a trimmed log.
+        """Events with id > after, and whether the cursor cannot be continued from them alone
+        (events after it were trimmed or lost): the client must then re-read the history."""
+        # One transaction: a publish between reading the log and reading the counter would
+        # otherwise look like a trimmed log.
         with self.redis.pipeline(transaction=True) as pipe:
             pipe.xrange(keys.event_log(ws_id), min=f"{after + 1}-0", max="+")
             pipe.get(keys.event_seq(ws_id))
-            entries, seq = pipe.execute()
+            pipe.hget(keys.event_meta(ws_id), "origin")
+            entries, seq, origin_value = pipe.execute()
         events = [json.loads(fields[b"e"]) for _id, fields in entries]
-        last = int(seq) if seq else 0
-        first = events[0]["id"] if events else last + 1
-        # A cursor ahead of the log means the log was lost (Redis flushed): the
-        # client must re-read history just as when the log was trimmed.
-        return events, first > after + 1 or after > last
+        return events, is_truncated(after, events, int(seq or 0), int(origin_value or 0))
 
     def delete(self, ws_id: str) -> None:
-        self.redis.delete(keys.event_seq(ws_id), keys.event_log(ws_id))
+        self.redis.delete(keys.event_seq(ws_id), keys.event_meta(ws_id), keys.event_log(ws_id))
+
+
+def is_truncated(after: int, events: list[dict[str, Any]], last: int, origin: int) -> bool:
+    """Whether `events` (the log after `after`) fail to continue a client at `after` without a gap."""
+    if 0 < after < origin:
+        return True  # a cursor from before the counter's epoch: Redis lost the events after it
+    if after > last:
+        return True  # a cursor ahead of the counter: the log and counter were lost since
+    first = events[0]["id"] if events else last + 1
+    return bool(first > max(after, origin) + 1)  # trimmed past the cursor

@@ -3,6 +3,7 @@
 PREFIX = "tj"
 
 EVENT_SEQ = PREFIX + ":ws:{ws_id}:seq"  # last event id of a workstream
+EVENT_META = PREFIX + ":ws:{ws_id}:meta"  # hash: origin (the id its ids count from), bytes (log size)
 EVENT_LOG = PREFIX + ":ws:{ws_id}:log"  # capped replay log (a stream; entry id = event id)
 EVENT_CHANNEL = PREFIX + ":ws:{ws_id}:events"  # live pub/sub channel
 EVENT_CHANNEL_PATTERN = PREFIX + ":ws:*:events"
@@ -10,6 +11,7 @@ STREAM_FROM = PREFIX + ":ws:{ws_id}:stream_from"  # last event id before a strea
 WS_ORDER = PREFIX + ":ws:{ws_id}:order"  # held by a transition until its events are out
 TURN_FENCE = PREFIX + ":turn:{turn_id}:attempt"  # the attempt allowed to publish
 TURN_CANCEL = PREFIX + ":turn:{turn_id}:cancel"  # set while a cancel is requested
+PUBLISHED = PREFIX + ":published:{token}"  # the id a retried publish already got
 
 WORKER_PRESENCE = PREFIX + ":workers"  # sorted set: worker name -> when its presence lapses
 
@@ -20,6 +22,10 @@ STREAM_FROM_TTL_SECONDS = 3600  # longer than a model step may stream
 
 def event_seq(ws_id: str) -> str:
     return EVENT_SEQ.format(ws_id=ws_id)
+
+
+def event_meta(ws_id: str) -> str:
+    return EVENT_META.format(ws_id=ws_id)
 
 
 def event_log(ws_id: str) -> str:
@@ -44,3 +50,7 @@ def stream_from(ws_id: str) -> str:
 
 def ws_order(ws_id: str) -> str:
     return WS_ORDER.format(ws_id=ws_id)
+
+
+def published(token: str) -> str:
+    return PUBLISHED.format(token=token)

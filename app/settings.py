@@ -42,6 +42,9 @@ STREAM_FLUSH_SECONDS = 0.025
 STREAM_FLUSH_CHARS = 4096
 
 DEFAULT_REPLAY_LOG_LENGTH = 10_000  # events kept per workstream
+DEFAULT_REPLAY_LOG_BYTES = 8 * 1024 * 1024  # and about this many bytes of them at most (the newest stays)
+EVENT_LOG_TTL_SECONDS = 7 * 24 * 3600  # a workstream's event keys expire this long after its last event
+DEFAULT_LIVE_QUEUE_EVENTS = 1000  # live events waiting for one websocket; past that it resyncs from the log
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # a user message larger than this is a 413
 
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
@@ -65,6 +68,11 @@ MAX_TOKENS_BY_MODEL_FAMILY: Mapping[str, int] = {
     "claude-opus-4-5": 64_000,
 }
 DEFAULT_MAX_TOKENS = 8192  # a model the table does not know: most current models allow this
+# Redis outages: a publish or a cancel flag retries connection errors this long before giving up
+# (a restart or a failover takes seconds; a turn should pause through it, not fail).
+DEFAULT_REDIS_RETRY_SECONDS = 30.0
+REDIS_RETRY_FIRST_DELAY_SECONDS = 0.05  # doubled after each failed try
+REDIS_RETRY_MAX_DELAY_SECONDS = 1.0
 
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
@@ -138,6 +146,10 @@ class Settings:
     model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT_SECONDS
     # [tool_sources.NAME]: `factory = "module:callable"` plus the factory's own options.
     tool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    redis_retry_seconds: float = DEFAULT_REDIS_RETRY_SECONDS
+    replay_log_bytes: int = DEFAULT_REPLAY_LOG_BYTES
+    event_log_ttl_seconds: int = EVENT_LOG_TTL_SECONDS
+    live_queue_events: int = DEFAULT_LIVE_QUEUE_EVENTS
 
     def model(self, name: str | None = None) -> ModelSettings | None:
         """The named model, or the default one; None when it is not configured."""
@@ -186,6 +198,7 @@ class Settings:
                 env.get("TURNSTONE_MODEL_BACKOFF_SECONDS", DEFAULT_MODEL_BACKOFF_SECONDS)
             ),
             tool_sources=_tool_sources(config.get("tool_sources", {})),
+            redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
         )
 
 

@@ -1,24 +1,35 @@
-"""The cancel check a running step polls between stream chunks and output lines."""
+"""The cancel check a running step polls between stream chunks and output lines, and the flag it reads."""
 
 from __future__ import annotations
 
+import logging
 import time
 
+import redis
+
 from app import keys
+from app.events import retrying
 from app.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 CHECK_EVERY_SECONDS = 0.05
 
 
 class CancelCheck:
-    """True once the turn's cancel flag is set in Redis or this attempt was superseded."""
+    """True once the turn's cancel flag is set in Redis or this attempt was superseded.
+
+    Never raises: while Redis cannot be asked, the last known answer holds (a step rides out an
+    outage; a cancel raised during it is seen at the first check after)."""
 
     def __init__(self, rt: Runtime, turn_id: str, heartbeat: object | None = None) -> None:
         self._rt = rt
+        self._turn_id = turn_id
         self._key = keys.turn_cancel(turn_id)
         self._heartbeat = heartbeat
         self._checked_at = 0.0
         self._cancelled = False
+        self._unreachable = False
 
     def __call__(self) -> bool:
         if self._cancelled or getattr(self._heartbeat, "superseded", False):
@@ -26,9 +37,31 @@ class CancelCheck:
         now = time.monotonic()
         if now - self._checked_at >= CHECK_EVERY_SECONDS:
             self._checked_at = now
-            self._cancelled = bool(self._rt.redis.exists(self._key))
+            self._cancelled = self._read_flag()
         return self._cancelled
+
+    def _read_flag(self) -> bool:
+        try:
+            flag = bool(self._rt.redis.exists(self._key))
+        except redis.RedisError as exc:
+            if not self._unreachable:  # once per outage: a step checks many times a second
+                log.warning(
+                    "turn %s: cannot check the cancel flag (%s); carrying on as not cancelled",
+                    self._turn_id,
+                    type(exc).__name__,
+                )
+                self._unreachable = True
+            return self._cancelled
+        if self._unreachable:
+            log.warning("turn %s: the cancel flag can be checked again", self._turn_id)
+            self._unreachable = False
+        return flag
 
 
 def raise_flag(rt: Runtime, turn_id: str) -> None:
-    rt.redis.set(keys.turn_cancel(turn_id), 1, ex=keys.CANCEL_TTL_SECONDS)
+    """Set the flag running steps check; rides out a Redis outage like a publish does."""
+    retrying(
+        lambda: rt.redis.set(keys.turn_cancel(turn_id), 1, ex=keys.CANCEL_TTL_SECONDS),
+        rt.settings.redis_retry_seconds,
+        f"raising the cancel flag of turn {turn_id}",
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import queue
 import threading
 from typing import Any
 
@@ -19,6 +18,7 @@ from app.events import EventType
 from app.runtime import Runtime
 from app.web import commands
 from app.web.auth import presented_token
+from app.web.fanout import RESYNC, STOP, LiveQueue
 from app.web.requests import MAX_NAME_CHARS, BadRequestError, field, parse_object, path_id
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
         pass
     finally:
         stop.set()
-        live.put({"type": "_stop"})
+        live.put({"type": STOP})
         fanout.unsubscribe(ws_id, live)
         sender.join(timeout=2)
 
@@ -100,20 +100,24 @@ def _cursor(value: str | None) -> int:
     return cursor
 
 
-def _relay(
-    ws: Any, rt: Runtime, ws_id: str, after: int, live: queue.Queue[dict[str, Any]], stop: threading.Event
-) -> None:
+def _relay(ws: Any, rt: Runtime, ws_id: str, after: int, live: LiveQueue, stop: threading.Event) -> None:
     try:
         last = _send_replay(ws, rt, ws_id, after)
         while not stop.is_set():
             event = live.get()
-            if event["type"] == "_stop":
+            if event["type"] == STOP:
                 return
-            if event["type"] == "_resync":
+            if event["type"] == RESYNC:
+                live.resume()  # live delivery back on before the log is read: nothing falls between
                 last = _send_replay(ws, rt, ws_id, last)
-            elif event["id"] > last:  # the replay already sent the older ones
+            elif event["id"] == last + 1:
                 ws.send(json.dumps(event))
                 last = event["id"]
+            elif event["id"] > last:
+                # Ids of one epoch have no holes: a jump means live delivery missed events (or
+                # Redis began a new epoch). The log has them, or says the client must re-read.
+                last = _send_replay(ws, rt, ws_id, last)
+            # else: the replay already sent it
     except (ConnectionClosed, OSError):
         pass
     except Exception:  # a relay that dies silently would starve its client: log, close, let it reconnect
@@ -141,7 +145,9 @@ def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
                 }
             )
         )
-        last = events[0]["id"] - 1 if events else rt.events.last_id(ws_id)
+        # Go on from what the log holds; an empty log: from whatever it gets next (a counter read
+        # now could already include an event the live queue is about to deliver).
+        last = events[0]["id"] - 1 if events else 0
     for event in events:
         if event["id"] > last:
             ws.send(json.dumps(event))

@@ -1,5 +1,5 @@
 """Redis-backed pieces against a real Redis (a leased test database, flushed after each test): the
-replay log and fencing, and worker presence."""
+replay log (ids, trimming, expiry, what a lost log looks like), fencing, and worker presence."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import time
 import pytest
 import redis
 
+from app import keys
 from app.events import EventLog, Fence
-from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
+from tests.integration.services import REDIS_HOST, REDIS_LEASE_KEY, REDIS_PORT, free_port, lease_redis_db
 
 pytestmark = pytest.mark.integration
 
@@ -22,14 +23,37 @@ def client():
     r.flushdb()  # the lease goes with it
 
 
+def lose_everything(client: redis.Redis) -> None:
+    """Redis restarted without persistence, or flushed: every key gone but this run's lease."""
+    for name in client.scan_iter():
+        if name != REDIS_LEASE_KEY.encode():
+            client.delete(name)
+
+
+def wait_for_the_next_millisecond(client: redis.Redis) -> None:
+    """Ids after a wipe start from Redis's clock (ms x 1000): they stay above the old ones as long as
+    the old counter handed out fewer than 1000 ids per millisecond, which 3 events in the same
+    millisecond would not."""
+    def now_ms() -> int:
+        seconds, micros = client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    start = now_ms()
+    while now_ms() <= start + 1:
+        pass
+
+
 def test_ids_increase_per_workstream_and_replay_returns_what_follows(client):
     log = EventLog(client, maxlen=100)
     ids = [log.publish("ws1", "content", turn_id="t", text=str(n)) for n in range(5)]
-    assert ids == [1, 2, 3, 4, 5]
-    assert log.publish("ws2", "content", text="other") == 1
-    events, truncated = log.replay("ws1", after=2)
-    assert [e["id"] for e in events] == [3, 4, 5] and not truncated
+    assert ids == list(range(ids[0], ids[0] + 5))  # consecutive: a relay detects a missed one
+    assert ids[-1] < 2**53  # exact as a JavaScript number
+    assert log.publish("ws2", "content", text="other") is not None
+    events, truncated = log.replay("ws1", after=ids[1])
+    assert [e["id"] for e in events] == ids[2:] and not truncated
     assert events[0]["text"] == "2" and events[0]["ws_id"] == "ws1" and events[0]["turn_id"] == "t"
+    assert log.replay("ws1", after=0) == (log.replay("ws1", after=ids[0] - 1)[0], False)
+    assert log.last_id("ws1") == ids[-1]
 
 
 def test_the_live_channel_carries_the_same_events_in_id_order(client):
@@ -51,32 +75,129 @@ def test_the_live_channel_carries_the_same_events_in_id_order(client):
         message = pubsub.get_message(timeout=2)
         assert message is not None
         seen.append(json.loads(message["data"])["id"])
-    assert seen == list(range(1, 201))
+    assert seen == list(range(seen[0], seen[0] + 200))
 
 
 def test_a_stale_attempt_cannot_publish(client):
     log = EventLog(client, maxlen=100)
     log.set_fence(Fence("turn", 1))
-    assert log.publish("ws", "content", fence=Fence("turn", 1)) == 1
+    first = log.publish("ws", "content", fence=Fence("turn", 1))
     log.set_fence(Fence("turn", 2))  # the sweeper handed the turn to a new attempt
     assert log.publish("ws", "content", fence=Fence("turn", 1)) is None
-    assert log.publish("ws", "content", fence=Fence("turn", 2)) == 2
-    assert [e["id"] for e in log.replay("ws", 0)[0]] == [1, 2]
+    second = log.publish("ws", "content", fence=Fence("turn", 2))
+    assert first is not None and second == first + 1
+    assert [e["id"] for e in log.replay("ws", 0)[0]] == [first, second]
+
+
+def test_a_claim_that_lost_a_race_does_not_lower_the_fence(client):
+    log = EventLog(client, maxlen=100)
+    log.set_fence(Fence("turn", 3))
+    log.set_fence(Fence("turn", 2))  # the older claim's call arrives last
+    assert log.publish("ws", "content", fence=Fence("turn", 2)) is None
+    assert log.publish("ws", "content", fence=Fence("turn", 3)) is not None
+
+
+def test_the_fence_survives_redis_losing_its_key(client):
+    log = EventLog(client, maxlen=100)
+    log.set_fence(Fence("turn", 3))
+    assert log.publish("ws", "content", fence=Fence("turn", 3)) is not None
+    client.delete(keys.turn_fence("turn"))  # evicted, flushed, or Redis restarted empty
+    end = log.publish("ws", "state_change", state="idle", fence=Fence("turn", 3))
+    assert end is not None  # the running step's events, its end included, still go out
+    assert log.publish("ws", "content", fence=Fence("turn", 2)) is None  # an older attempt: still stale
+    lose_everything(client)
+    assert log.publish("ws", "content", fence=Fence("turn", 4)) is not None  # a newer one takes over
+    assert log.publish("ws", "content", fence=Fence("turn", 3)) is None
 
 
 def test_a_cursor_older_than_the_log_is_told_so(client):
     log = EventLog(client, maxlen=10)
-    for _ in range(500):
-        log.publish("ws", "content")
-    events, truncated = log.replay("ws", after=3)
-    assert truncated and events[-1]["id"] == 500
-    assert not log.replay("ws", after=495)[1]
+    ids = [log.publish("ws", "content") for _ in range(500)]
+    events, truncated = log.replay("ws", after=ids[2])
+    assert truncated and events[-1]["id"] == ids[-1] and len(events) == 10
+    assert not log.replay("ws", after=ids[494])[1]
+    assert log.replay("ws", after=0)[1]  # from the start: the start is gone
 
 
 def test_a_cursor_ahead_of_the_log_means_the_log_was_lost(client):
     log = EventLog(client, maxlen=10)
+    first = log.publish("ws", "content")
+    assert log.replay("ws", after=first + 40)[1]
+
+
+def test_ids_go_on_increasing_after_redis_loses_the_workstreams_keys(client):
+    log = EventLog(client, maxlen=100)
+    before = [log.publish("ws", "content", text=str(n)) for n in range(3)]
+    lose_everything(client)  # what a Redis restarted without persistence holds
+    wait_for_the_next_millisecond(client)  # a restart takes longer than the 3 events did
+    assert log.last_id("ws") == 0 and log.replay("ws", after=0) == ([], False)
+    assert log.replay("ws", after=before[-1])[1]  # a cursor from before the loss: re-read
+    after = [log.publish("ws", "content", text=str(n)) for n in range(2)]
+    assert after[0] > before[-1] and after[1] == after[0] + 1
+    events, truncated = log.replay("ws", after=before[-1])
+    assert truncated and [e["id"] for e in events] == after  # told, then what the new log holds
+    assert log.replay("ws", after=0) == (events, False)  # a fresh reader misses nothing
+    assert log.replay("ws", after=after[0]) == (events[1:], False)
+    assert log.last_id("ws") == after[-1]
+
+
+def test_ids_go_on_increasing_when_only_the_counter_is_lost(client):
+    log = EventLog(client, maxlen=100)
+    before = [log.publish("ws", "content") for _ in range(3)]
+    client.delete(keys.event_seq("ws"))  # evicted alone
+    later = log.publish("ws", "content")
+    assert later > before[-1]
+    events, truncated = log.replay("ws", after=before[-2])
+    assert truncated and [e["id"] for e in events] == [later]  # the old log went with its counter
+
+
+def test_the_log_is_capped_by_size_and_keeps_the_newest_event(client):
+    log = EventLog(client, maxlen=1000, max_bytes=20_000)
+    ids = [log.publish("ws", "tool_output_chunk", text="x" * 1000) for _ in range(100)]
+    events, truncated = log.replay("ws", after=0)
+    size = sum(len(fields[b"e"]) for _id, fields in client.xrange(keys.event_log("ws")))
+    assert truncated and 15_000 < size <= 20_000
+    assert [e["id"] for e in events] == ids[-len(events):]
+    huge = log.publish("ws", "tool_result", output="y" * 50_000)  # larger than the whole budget
+    assert [e["id"] for e in log.replay("ws", after=0)[0]] == [huge]
+    assert not log.replay("ws", after=huge - 1)[1]
+
+
+def test_a_workstreams_event_keys_expire_unless_it_publishes(client):
+    log = EventLog(client, maxlen=100, ttl_seconds=3600)
     log.publish("ws", "content")
-    assert log.replay("ws", after=40)[1]
+    names = [keys.event_seq("ws"), keys.event_meta("ws"), keys.event_log("ws")]
+    client.expire(names[0], 10)
+    log.publish("ws", "content")  # each event refreshes the time to live
+    assert all(3590 < client.ttl(name) <= 3600 for name in names)
+    log.delete("ws")
+    assert not client.exists(*names)
+
+
+def test_a_publish_whose_reply_was_lost_is_not_published_twice(client):
+    log = EventLog(client, maxlen=100)
+    original = log._run
+    calls = []
+
+    def lose_the_first_reply(*args):  # the script ran, then the connection dropped
+        result = original(*args)
+        calls.append(result)
+        if len(calls) == 1:
+            raise redis.ConnectionError("connection reset")
+        return result
+
+    log._run = lose_the_first_reply  # type: ignore[method-assign]
+    event_id = log.publish("ws", "content", text="once")
+    assert calls == [event_id, event_id]
+    assert [e["id"] for e in log.replay("ws", 0)[0]] == [event_id]
+
+
+def test_a_best_effort_publish_never_raises(client, caplog):
+    log = EventLog(redis.Redis(host=REDIS_HOST, port=free_port(), socket_connect_timeout=0.2), maxlen=100)
+    assert log.publish_best_effort("ws", "tool_output_chunk", call_id="c", text="secret output") is None
+    assert "tool_output_chunk" in caplog.text and "secret output" not in caplog.text
+    live = EventLog(client, maxlen=100)
+    assert live.publish_best_effort("ws", "tool_output_chunk", text="out") == live.last_id("ws")
 
 
 def test_worker_presence_is_counted_while_announced_and_gone_once_withdrawn(client):
