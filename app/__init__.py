@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     # socket (1009) before it is assembled or parsed.
     flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": max_body}
     flask_app.extensions["runtime"] = rt
-    flask_app.extensions["fanout"] = Fanout(rt.redis)
+    flask_app.extensions["fanout"] = Fanout(rt.redis, queue_events=settings.live_queue_events)
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(client)

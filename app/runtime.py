@@ -36,7 +36,7 @@ class Runtime:
             settings=settings,
             db=Database(settings.database_url),
             redis=client,
-            events=EventLog(client, settings.replay_log_length),
+            events=EventLog.from_settings(client, settings),
             queue=TaskQueue(make_celery(settings)),
             registry=build_registry(),
             tool_sources=load_sources(settings.tool_sources),

@@ -72,7 +72,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
         try:
             schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
-            reply = _stream(rt, model, history, schemas, publish, step, cancelled)
+            delta = _publisher(rt, ws.id, fence, best_effort=True)
+            reply = _stream(rt, model, history, schemas, publish, delta, step, cancelled)
         except ModelError as exc:
             publish(EventType.STREAM_END, step=step)
             return _fail(rt, ws.id, fence, str(exc))
@@ -91,12 +92,15 @@ def _stream(
     history: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     publish: Publish,
+    delta: Publish,
     step: int,
     cancelled: CancelCheck,
 ) -> Reply:
+    """The model's answer; `delta` sends its text as it comes (best-effort: the stored answer
+    is what counts), `publish` the step's other events (which wait out a Redis fault)."""
     reply = Reply()
-    content = Coalescer(lambda text: publish(EventType.CONTENT, step=step, text=text))
-    reasoning = Coalescer(lambda text: publish(EventType.REASONING, step=step, text=text))
+    content = Coalescer(lambda text: delta(EventType.CONTENT, step=step, text=text))
+    reasoning = Coalescer(lambda text: delta(EventType.REASONING, step=step, text=text))
     try:
         for event in stream_reply(
             model,
@@ -269,8 +273,10 @@ def _finish(rt: Runtime, ws_id: str, fence: Fence, status: TurnStatus, error: st
     turns.activate_next(rt, ws_id)
 
 
-def _publisher(rt: Runtime, ws_id: str, fence: Fence) -> Publish:
+def _publisher(rt: Runtime, ws_id: str, fence: Fence, best_effort: bool = False) -> Publish:
+    send = rt.events.publish_best_effort if best_effort else rt.events.publish
+
     def publish(type_: str, **fields: Any) -> int | None:
-        return rt.events.publish(ws_id, type_, turn_id=fence.turn_id, fence=fence, **fields)
+        return send(ws_id, type_, turn_id=fence.turn_id, fence=fence, **fields)
 
     return publish

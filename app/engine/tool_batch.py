@@ -90,8 +90,10 @@ def _run_one(
             return
         if not calls.start(s, row, RUNNER):  # committed before it runs: at most once
             return
+    # Live output is a courtesy: a Redis fault must not stop the command or lose its
+    # result, which is stored whole and announced by tool_result.
     chunks = Coalescer(
-        lambda text: rt.events.publish(
+        lambda text: rt.events.publish_best_effort(
             ws.id,
             EventType.TOOL_OUTPUT_CHUNK,
             turn_id=fence.turn_id,
