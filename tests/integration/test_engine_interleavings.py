@@ -226,3 +226,45 @@ def test_text_no_database_can_store_is_stored_escaped(rt, model_server):
     with rt.db.session() as s:
         answer = s.exec(select(Message).where(Message.role == "assistant")).first()
     assert answer.content == "nul\\x00here lone\ufffdsurrogate"
+
+
+def test_a_passing_database_fault_leaves_the_step_to_be_run_again(rt, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    from app.engine.phases import run_phase
+
+    ws_id, turn_id = new_turn(rt)
+
+    def connection_lost(fence, cancelled):  # type: ignore[no-untyped-def]
+        raise OperationalError("SELECT 1", {}, ConnectionError("server closed the connection"))
+
+    run_phase(rt, turn_id, TurnPhase.MODEL, 0, connection_lost)
+    turn = load(rt, Turn, turn_id)
+    assert turn.status == TurnStatus.ACTIVE and turn.phase == TurnPhase.MODEL  # not failed
+    time.sleep(0.4)
+    assert sweeper.requeue_stale(rt) == 1  # and the sweeper sends it again
+
+
+def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(rt):
+    from app.engine.phases import run_phase
+    from app.settings import MAX_PHASE_ATTEMPTS
+
+    ws_id, turn_id = new_turn(rt)
+
+    def bug(fence, cancelled):  # type: ignore[no-untyped-def]
+        raise ValueError("a bug")
+
+    run_phase(rt, turn_id, TurnPhase.MODEL, 0, bug)
+    assert load(rt, Turn, turn_id).status == TurnStatus.ERROR
+    errors = [e for e in rt.events.replay(ws_id, 0)[0] if e["type"] == EventType.ERROR]
+    assert errors[-1]["message"] == "internal error while running this turn; see the worker log"
+
+    ws_id, turn_id = new_turn(rt, name="poison")
+    ran = []
+    for _ in range(MAX_PHASE_ATTEMPTS + 1):  # its worker dies every time
+        with rt.db.session() as s:
+            s.exec(update(Turn).where(col(Turn.id) == turn_id).values(heartbeat_at=None))
+        run_phase(rt, turn_id, TurnPhase.MODEL, 0, lambda fence, cancelled: ran.append(fence.attempt))
+    assert len(ran) == MAX_PHASE_ATTEMPTS
+    turn = load(rt, Turn, turn_id)
+    assert turn.status == TurnStatus.ERROR and f"failed {MAX_PHASE_ATTEMPTS} times" in turn.error
