@@ -26,9 +26,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
     flask_app = Flask(__name__, static_folder=None)
-    # Room for the largest allowed message plus JSON escaping; the engine's own
-    # check gives the precise 413.
-    max_body = settings.max_message_bytes * 6 + 4096
+    max_body = settings.max_body_bytes
     flask_app.config["MAX_CONTENT_LENGTH"] = max_body
     # The same cap for a websocket frame, counted as it arrives: a larger one closes the
     # socket (1009) before it is assembled or parsed.

@@ -8,11 +8,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app.settings import Settings
+from app.settings import DEFAULT_RUN_HOST, Settings
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 # A local run serves this machine only; `--host 0.0.0.0` (or an address) opens it up.
-DEFAULT_RUN_HOST = "127.0.0.1"
 
 
 def main(argv: list[str] | None = None) -> int:

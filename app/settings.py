@@ -41,6 +41,19 @@ MAX_PHASE_ATTEMPTS = 5
 STREAM_FLUSH_SECONDS = 0.025
 STREAM_FLUSH_CHARS = 4096
 
+# HTTP input: the web tier's limits.
+DEFAULT_RUN_HOST = "127.0.0.1"  # `turnstone-jobs run` binds this machine only unless told
+MAX_NAME_CHARS = 200  # longest text a person may give where the column holds 200 (names, keys)
+MAX_ID_CHARS = 32  # the id columns' width
+# An over-large body is read and dropped up to this much before the 413 goes out, so that
+# a client that sends its whole body before reading (curl, requests) sees the answer and
+# not a broken pipe; past it the connection is closed.
+MAX_DISCARD_BYTES = 64 * 1024 * 1024
+# A request whose body stops arriving (shorter than its Content-Length, a stalled client)
+# is answered 400 after this long without a byte, instead of holding a thread for ever.
+REQUEST_READ_TIMEOUT_SECONDS = 30.0
+BODY_BYTES_PER_MESSAGE_BYTE = 6  # JSON escapes a character into at most six bytes (\uXXXX)
+
 DEFAULT_REPLAY_LOG_LENGTH = 10_000  # events kept per workstream
 DEFAULT_REPLAY_LOG_BYTES = 8 * 1024 * 1024  # and about this many bytes of them at most (the newest stays)
 EVENT_LOG_TTL_SECONDS = 7 * 24 * 3600  # a workstream's event keys expire this long after its last event
@@ -150,6 +163,12 @@ class Settings:
     replay_log_bytes: int = DEFAULT_REPLAY_LOG_BYTES
     event_log_ttl_seconds: int = EVENT_LOG_TTL_SECONDS
     live_queue_events: int = DEFAULT_LIVE_QUEUE_EVENTS
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest request body or websocket frame: room for the largest allowed message
+        with JSON escaping; the engine's own check gives the precise 413."""
+        return self.max_message_bytes * BODY_BYTES_PER_MESSAGE_BYTE + 4096
 
     def model(self, name: str | None = None) -> ModelSettings | None:
         """The named model, or the default one; None when it is not configured."""

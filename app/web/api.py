@@ -8,10 +8,11 @@ from flask import Blueprint, current_app, g, jsonify, request
 
 from app.engine import conversation, workstreams
 from app.runtime import Runtime
+from app.settings import MAX_NAME_CHARS
 from app.web import commands
 from app.web.auth import require_token
 from app.web.openapi import OPENAPI
-from app.web.requests import MAX_NAME_CHARS, field, json_body, path_id
+from app.web.requests import field, json_body, path_id
 
 api = Blueprint("api", __name__, url_prefix="/v1/api")
 

@@ -8,7 +8,8 @@ from typing import Any
 from app.engine import approvals, cancel, turns
 from app.errors import BadRequestError
 from app.runtime import Runtime
-from app.web.requests import MAX_NAME_CHARS, field
+from app.settings import MAX_NAME_CHARS
+from app.web.requests import field
 
 # 1-200 printable ASCII characters: what fits the stored column and any HTTP header.
 _IDEMPOTENCY_KEY = re.compile(rf"[\x20-\x7e]{{1,{MAX_NAME_CHARS}}}")

@@ -14,9 +14,8 @@ from gunicorn import util
 from gunicorn.http import errors
 from gunicorn.workers.gthread import ThreadWorker
 
-# A request whose body stops arriving (shorter than its Content-Length, a stalled client)
-# is answered 400 after this long without a byte, instead of holding a thread for ever.
-REQUEST_READ_TIMEOUT_SECONDS = 30.0
+from app.settings import REQUEST_READ_TIMEOUT_SECONDS
+
 MAX_ERROR_DETAIL_CHARS = 200
 
 # Parse errors that are not a plain 400; every other parse error is the client's and a 400

@@ -10,16 +10,10 @@ from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected
 
 from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError
+from app.settings import MAX_DISCARD_BYTES, MAX_ID_CHARS
 
 _MISSING = object()
 
-# Longest text a person may give where the column holds 200 characters (names, ids, keys).
-MAX_NAME_CHARS = 200
-MAX_ID_CHARS = 32  # the id columns' width
-# An over-large body is read and dropped up to this much before the 413 goes out, so that
-# a client that sends its whole body before reading (curl, requests) sees the answer and
-# not a broken pipe; past it the connection is closed.
-MAX_DISCARD_BYTES = 64 * 1024 * 1024
 _DISCARD_CHUNK = 64 * 1024
 
 

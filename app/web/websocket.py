@@ -16,10 +16,11 @@ from app.engine import workstreams
 from app.errors import ServiceError
 from app.events import EventType
 from app.runtime import Runtime
+from app.settings import MAX_NAME_CHARS
 from app.web import commands
 from app.web.auth import presented_token
 from app.web.fanout import RESYNC, STOP, LiveQueue
-from app.web.requests import MAX_NAME_CHARS, BadRequestError, field, parse_object, path_id
+from app.web.requests import BadRequestError, field, parse_object, path_id
 
 log = logging.getLogger(__name__)
 
