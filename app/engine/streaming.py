@@ -17,6 +17,11 @@ from app.settings import STREAM_FLUSH_CHARS, STREAM_FLUSH_SECONDS
 log = logging.getLogger(__name__)
 
 
+_CLEAR_OWN_MARK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+"""
+
+
 class StreamMark:
     """While a model step streams, the id of the last event before its deltas.
 
@@ -32,15 +37,20 @@ class StreamMark:
         self._ws_id = ws_id
 
     def __enter__(self) -> StreamMark:
+        self._value: int | None = None
         try:
-            self._redis.set(self._key, self._rt.events.last_id(self._ws_id), ex=keys.STREAM_FROM_TTL_SECONDS)
+            self._value = self._rt.events.last_id(self._ws_id)
+            self._redis.set(self._key, self._value, ex=keys.STREAM_FROM_TTL_SECONDS)
         except redis.RedisError as exc:  # a cursor a little late costs a reload, not the answer
             log.warning("could not mark the stream start of %s: %s", self._ws_id, exc)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._value is None:
+            return
         try:
-            self._redis.delete(self._key)
+            # Only our own mark: the next turn's step may have set its own meanwhile.
+            self._redis.eval(_CLEAR_OWN_MARK, 1, self._key, self._value)
         except redis.RedisError as exc:
             log.warning("could not clear the stream mark of %s: %s", self._ws_id, exc)
 

@@ -268,3 +268,19 @@ def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(
     assert len(ran) == MAX_PHASE_ATTEMPTS
     turn = load(rt, Turn, turn_id)
     assert turn.status == TurnStatus.ERROR and f"failed {MAX_PHASE_ATTEMPTS} times" in turn.error
+
+
+def test_a_step_clears_only_its_own_stream_mark(rt):
+    from app import keys
+    from app.engine.streaming import StreamMark, history_cursor
+
+    ws = workstreams.create(rt, name="marks")
+    rt.events.publish(ws.id, EventType.MESSAGE, content="first")
+    with StreamMark(rt, ws.id):
+        rt.events.publish(ws.id, EventType.CONTENT, text="a delta")
+        # the turn ends inside the step; the next turn's step starts streaming at once
+        rt.events.publish(ws.id, EventType.STATE_CHANGE, state="thinking")
+        next_mark = rt.events.last_id(ws.id)
+        rt.redis.set(keys.stream_from(ws.id), next_mark)
+    rt.events.publish(ws.id, EventType.CONTENT, text="the next step's first delta")
+    assert history_cursor(rt, ws.id) == next_mark  # the next step's deltas stay reachable
