@@ -145,7 +145,8 @@ def _store_reply(
 
     A cancel requested while the answer streamed is seen here, in the same transaction
     that would park the turn: the calls are dropped and the turn ends cancelled."""
-    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, reply.tool_calls)
+    asked = reply.tool_calls if end_as != TurnStatus.CANCELLED else []  # nobody will run them
+    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, asked)
     with ordered(rt, ws.id) as out, fenced(rt, fence) as (s, turn):
         fresh = s.get(Workstream, ws.id, populate_existing=True)
         assert fresh is not None
