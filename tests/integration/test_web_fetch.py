@@ -111,6 +111,9 @@ def test_a_redirect_to_the_metadata_address_is_refused_when_the_call_runs(api, m
     assert item["needs_approval"] and item["error"] is None  # the first hop itself is allowed
     assert api.approve(ws_id, approved=True).status_code == 200
     result = sock.wait_type("tool_result", call_id=item["call_id"], timeout=60)
-    assert result["is_error"] and result["output"] == METADATA_REFUSAL
+    assert result["is_error"] and result["output"] == (
+        f"Refused: {site.url('/go')} redirected to http://169.254.169.254/latest/meta-data/iam/, "
+        "and 169.254.169.254 is a cloud metadata address; it is never fetched"
+    )
     sock.wait_turn_end(turn_id)
     assert site.paths == ["/go"] and len(model.history) == 2

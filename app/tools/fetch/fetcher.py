@@ -109,10 +109,17 @@ class Fetcher:
                     f"(the last one, from {target.url}, pointed to {hop})"
                 )
             redirects.append(str(target.url))
-            target = self.screen(str(hop))
+            target = self._screen_hop(target, hop)
             check_redirect(public_source, target)
             if target.verdict.reach is Reach.PUBLIC:
                 public_source = target
+
+    def _screen_hop(self, source: Target, hop: httpx.URL) -> Target:
+        try:
+            return self.screen(str(hop))
+        except RefusedError as exc:
+            why = str(exc).removeprefix("Refused: ")
+            raise RefusedError(f"Refused: {source.url} redirected to {hop}, and {why}") from None
 
     def _request(self, target: Target, deadline: float, should_stop: Callable[[], bool]) -> Page | httpx.URL:
         """One hop: the page, or where a redirect points (not yet screened)."""
