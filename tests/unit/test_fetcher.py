@@ -491,6 +491,24 @@ def test_a_server_that_stops_sending_times_out(sites):
         slow.fetch("http://public.test/slow")
 
 
+def test_a_body_that_trickles_in_is_cut_off_at_the_total_time(sites):
+    holder: list[Site] = []
+
+    def trickle(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        while not holder[0].released.wait(0.05):  # each byte well within the read timeout
+            handler.wfile.write(b"1\r\nx\r\n")
+            handler.wfile.flush()
+
+    site = sites({"/drip": trickle})
+    holder.append(site)
+    slow = fetcher(net=FakeInternet({PUBLIC_IP: site.port}), read_timeout=5, total_seconds=0.5)
+    with pytest.raises(FetchError, match=r"took longer than 0.5 s to send"):
+        slow.fetch("http://public.test/drip")
+
+
 def test_a_cancelled_fetch_stops(sites):
     site = sites({"/": page("never read")})
     net = FakeInternet({PUBLIC_IP: site.port})

@@ -125,6 +125,8 @@ class Fetcher:
         """One hop: the page, or where a redirect points (not yet screened)."""
         if should_stop():
             raise FetchError("Cancelled before the page was fetched")
+        if time.monotonic() > deadline:
+            raise FetchError(f"Error: gave up after {self.total_seconds:g} s, before requesting {target.url}")
         transport = PinnedTransport(target.addresses, verify=self._verify, dialer=self._dialer)
         # trust_env=False: no proxy from the environment (it would look the name up again).
         client = httpx.Client(transport=transport, timeout=self._timeout, trust_env=False, headers=HEADERS)
