@@ -24,10 +24,12 @@ class Runtime:
     tool_sources: list[Any] = field(default_factory=list)  # app.tools.toolset.ToolSource
     # The system prompt's sections, in order (app.engine.prompt); a runtime may add its own.
     prompt_sections: list[Any] = field(default_factory=list)
+    fetcher: Any = None  # app.tools.fetch.Fetcher: the SSRF-guarded fetcher tools reach the web with
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
         from app.engine.prompt import SECTIONS
+        from app.tools.fetch import Fetcher
         from app.tools.registry import build_registry
         from app.tools.sources import load_sources
 
@@ -41,6 +43,7 @@ class Runtime:
             registry=build_registry(),
             tool_sources=load_sources(settings.tool_sources),
             prompt_sections=list(SECTIONS),
+            fetcher=Fetcher.from_settings(settings.tools),
         )
 
     def close(self) -> None:

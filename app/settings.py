@@ -60,6 +60,19 @@ EVENT_LOG_TTL_SECONDS = 7 * 24 * 3600  # a workstream's event keys expire this l
 DEFAULT_LIVE_QUEUE_EVENTS = 1000  # live events waiting for one websocket; past that it resyncs from the log
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # a user message larger than this is a 413
 
+# The guarded fetcher (app/tools/fetch) and web_fetch.
+FETCH_MAX_BYTES = 32 * 1024 * 1024  # a body past this is refused, counted as it streams
+FETCH_MAX_REDIRECTS = 5  # followed by hand, each hop screened; the sixth is refused
+FETCH_CONNECT_TIMEOUT_SECONDS = 10.0
+FETCH_READ_TIMEOUT_SECONDS = 30.0  # the longest wait for the next bytes of a response
+FETCH_TOTAL_SECONDS = 120.0  # one fetch, every hop and the whole body, however it trickles
+FETCH_MAX_URL_CHARS = 8192
+FETCH_USER_AGENT = "turnstone-jobs/0.1 (web_fetch)"
+# The page text the workstream's model gets with the question, at most; a model that
+# says it does not fit gets half as much, down to the floor.
+WEB_FETCH_MAX_PAGE_CHARS = 120_000
+WEB_FETCH_MIN_PAGE_CHARS = 8_000
+
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0

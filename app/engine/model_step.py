@@ -253,6 +253,7 @@ def _context(rt: Runtime, ws: Workstream, turn_id: str, call_id: str, read_paths
         turn_id=turn_id,
         call_id=call_id,
         db=rt.db,
+        fetcher=rt.fetcher,
     )
 
 

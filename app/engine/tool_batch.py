@@ -149,6 +149,7 @@ def _context(
         call_id=row.call_id,
         db=rt.db,
         publish=publish,
+        fetcher=rt.fetcher,
     )
 
 

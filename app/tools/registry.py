@@ -99,9 +99,9 @@ class Registry:
 
 
 def default_handlers() -> dict[str, ToolHandler]:
-    from app.tools import bash, diff_file, edit_file, read_file, search, write_file
+    from app.tools import bash, diff_file, edit_file, read_file, search, web_fetch, write_file
 
-    modules = (bash, read_file, write_file, edit_file, diff_file, search)
+    modules = (bash, read_file, write_file, edit_file, diff_file, search, web_fetch)
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 
 

@@ -39,6 +39,8 @@ def services(
     # A second model, on the Anthropic wire format, for workstreams that ask for it.
     config = tmp / "config.toml"
     config.write_text(
+        # web_fetch's targets are loopback test servers: private, so allowed only by this switch
+        "[tools]\nallow_private_network = true\n"
         f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
         "[models.claude.capabilities]\nsupports_vision = true\n"

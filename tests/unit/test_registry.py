@@ -136,6 +136,7 @@ def test_only_tools_with_a_handler_are_offered():
         "edit_file",
         "read_file",
         "search",
+        "web_fetch",
         "write_file",
     ]
 
@@ -190,10 +191,10 @@ def test_unknown_kind_is_refused():
 
 def test_handler_lookup():
     registry = build_registry()
-    assert registry.has_handler("bash") and not registry.has_handler("web_fetch")
+    assert registry.has_handler("bash") and not registry.has_handler("web_search")
     assert callable(registry.handler("bash").execute)
     with pytest.raises(KeyError):
-        registry.handler("web_fetch")
+        registry.handler("web_search")
 
 
 def test_a_handler_without_a_schema_is_refused():

@@ -1,0 +1,11 @@
+"""The guarded HTTP fetcher that tools reaching the web share (web_fetch, open_preview).
+
+`Fetcher.fetch(url)` returns a `Page` or raises `FetchError` (`RefusedError` when
+the SSRF guard said no); `page_text(page)` turns a page into text for a model.
+"""
+
+from app.tools.fetch.errors import FetchError, RefusedError
+from app.tools.fetch.fetcher import Fetcher, Page, system_resolver
+from app.tools.fetch.guard import Resolver, Target
+
+__all__ = ["FetchError", "Fetcher", "Page", "RefusedError", "Resolver", "Target", "system_resolver"]
