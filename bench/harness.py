@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.fakes.model_server import FakeModelServer
 from tests.integration.client import Api
-from tests.integration.services import API_TOKEN, Services
+from tests.integration.services import API_TOKEN, Services, start_private_redis_if_absent
 
 # Production timing rather than the tests' short one.
 PRODUCTION_TIMING = {
@@ -22,14 +22,20 @@ PRODUCTION_TIMING = {
 
 @contextmanager
 def running_service(backend: str = "sqlite") -> Iterator[tuple[Services, Api, FakeModelServer]]:
-    with FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
-        svc = Services(backend, Path(tmp), model.openai_base_url)
-        svc.env.update(PRODUCTION_TIMING)
-        try:
-            svc.start()
-            yield svc, Api(svc.base_url, API_TOKEN), model
-        finally:
-            svc.stop()
+    # The tests' Redis address, or (nothing answering there) a private Redis for this run.
+    private = start_private_redis_if_absent()
+    try:
+        with FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
+            svc = Services(backend, Path(tmp), model.openai_base_url)
+            svc.env.update(PRODUCTION_TIMING)
+            try:
+                svc.start()
+                yield svc, Api(svc.base_url, API_TOKEN), model
+            finally:
+                svc.stop()
+    finally:
+        if private is not None:
+            private.stop()
 
 
 def ms_summary(label: str, seconds: list[float]) -> str:

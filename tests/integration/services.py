@@ -1,8 +1,8 @@
 """The real parts an integration test runs against: web (gunicorn), Celery worker, beat.
 
 Each runs as its own process, as in production, against a real Redis database
-number and a real database (a SQLite file, or a PostgreSQL database made for
-the run and dropped after it).
+number (of the test Redis, or of a private one when nothing answers there) and a
+real database (a SQLite file, or a PostgreSQL database made for the run and dropped after it).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import psycopg
 import redis
 
 from app import presence
+from app.localredis import PrivateRedis, is_reachable
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -40,6 +41,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def is_ci() -> bool:
+    """Under CI a missing part is an error: a skip there would hide a broken machine."""
+    return bool(os.environ.get("CI"))
+
+
+def start_private_redis_if_absent() -> PrivateRedis | None:
+    """When nothing answers at the test Redis address, start the private Redis that
+    `turnstone-jobs run` would, and point the address (here and in the environment) at it.
+
+    Called once per pytest session (tests/conftest.py) before any module imports REDIS_HOST
+    or REDIS_PORT by value; the caller stops what it returns."""
+    global REDIS_HOST, REDIS_PORT
+    if is_reachable(f"redis://{REDIS_HOST}:{REDIS_PORT}/0"):
+        return None
+    private = PrivateRedis()
+    private.start()
+    REDIS_HOST, REDIS_PORT = "127.0.0.1", private.port
+    os.environ["TEST_REDIS_HOST"], os.environ["TEST_REDIS_PORT"] = REDIS_HOST, str(REDIS_PORT)
+    return private
+
+
 def lease_redis_db() -> int:
     """A Redis database no other test run is using: two runs sharing one would share queues,
     and each one's worker would take the other's tasks."""
@@ -50,12 +72,21 @@ def lease_redis_db() -> int:
     raise RuntimeError(f"every test Redis database ({TEST_REDIS_DBS}) is leased by another run")
 
 
-def postgres_available() -> bool:
+def is_postgres_reachable() -> bool:
     try:
         psycopg.connect(PG_ADMIN_URL, connect_timeout=3).close()
     except psycopg.OperationalError:
         return False
     return True
+
+
+def postgres_available() -> bool:
+    """Whether the PostgreSQL tests can run; False skips them, but under CI absence raises."""
+    if is_postgres_reachable():
+        return True
+    if is_ci():
+        raise RuntimeError(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (CI is set: no skipping)")
+    return False
 
 
 class Database:
