@@ -14,9 +14,8 @@ from pathlib import Path
 
 import redis
 
+from app.localredis import server_binary
 from tests.integration.services import free_port
-
-REDIS_SERVER = "/usr/bin/redis-server"
 
 
 class RedisProxy:
@@ -107,7 +106,7 @@ class PrivateRedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+        argv = [server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", str(self.folder)]  # fmt: skip
         log = open(self.folder / "redis.log", "ab")  # noqa: SIM115 - lives as long as the server
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
