@@ -73,6 +73,14 @@ FETCH_USER_AGENT = "turnstone-jobs/0.1 (web_fetch)"
 WEB_FETCH_MAX_PAGE_CHARS = 120_000
 WEB_FETCH_MIN_PAGE_CHARS = 8_000
 
+# web_search over SearxNG (app/tools/searxng.py). The URL is the operator's, never the model's.
+SEARXNG_URL_ENV = "TURNSTONE_SEARXNG_URL"
+SEARXNG_CONNECT_TIMEOUT_SECONDS = 5.0
+SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers within this or fails
+WEB_SEARCH_DEFAULT_RESULTS = 5
+WEB_SEARCH_MAX_RESULTS = 20
+WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
+
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
@@ -149,6 +157,7 @@ class ToolSettings:
     search_threshold: int = 20
     search_max_results: int = 5
     agent_max_turns: int = 0
+    searxng_url: str | None = None  # web_search's backend; unset, the tool is not offered
 
 
 @dataclass(frozen=True)
@@ -201,6 +210,8 @@ class Settings:
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         tools = _tool_settings(config.get("tools", {}))
+        if SEARXNG_URL_ENV in env:
+            tools = replace(tools, searxng_url=_searxng_url(env[SEARXNG_URL_ENV], SEARXNG_URL_ENV))
         models = _models(config.get("models", {}), env)
         default_model = str(config.get("default_model", "default"))
         spec = env.get("TURNSTONE_MODEL")
@@ -251,7 +262,21 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
         raise SettingsError(f"[tools] timeout must be {MIN_TOOL_TIMEOUT}-{MAX_TOOL_TIMEOUT} s")
     if tools.truncation < 1024:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
+    if tools.searxng_url is not None:
+        tools = replace(tools, searxng_url=_searxng_url(tools.searxng_url, "[tools] searxng_url"))
     return tools
+
+
+def _searxng_url(value: Any, key: str) -> str | None:
+    """The SearxNG base URL without its trailing slash; empty means none."""
+    if not isinstance(value, str):
+        raise SettingsError(f"{key} must be a string")
+    url = value.strip().rstrip("/")
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")) or len(url.split("/")[2]) == 0:
+        raise SettingsError(f"{key} must be an http:// or https:// URL, not {value!r}")
+    return url
 
 
 def _tool_sources(section: Any) -> dict[str, Mapping[str, Any]]:

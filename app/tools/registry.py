@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from app.settings import ToolSettings
 from app.tools.base import ToolHandler
 from app.tools.tool import COORDINATOR, INTERACTIVE, KINDS, TASK, Tool, ToolDefinition
 
@@ -46,13 +47,23 @@ class Registry:
     `task_auto_tools` TASK_AUTO_TOOLS, `builtin_tool_names` BUILTIN_TOOL_NAMES,
     `primary_key_map` PRIMARY_KEY_MAP; `interactive_tools` and
     `coordinator_tools` are the per-kind lists. All come from the schema files,
-    whether or not a handler exists; `model_tools` offers only those with one.
+    whether or not a handler exists; `model_tools` offers only those with one, and,
+    given the service's tool settings, only those whose handler says it can run
+    with them (`is_available(settings)`, e.g. web_search without a backend).
     """
 
-    def __init__(self, definitions: list[ToolDefinition], handlers: Mapping[str, ToolHandler]):
+    def __init__(
+        self,
+        definitions: list[ToolDefinition],
+        handlers: Mapping[str, ToolHandler],
+        settings: ToolSettings | None = None,
+    ):
         self.tools = definitions
         self._by_name = {d.name: d for d in definitions}
         self._handlers = dict(handlers)
+        self._unavailable = frozenset(
+            name for name, handler in self._handlers.items() if not _is_available(handler, settings)
+        )
         self.builtin_tool_names = frozenset(self._by_name)
         self.primary_key_map = {d.name: d.primary_key for d in definitions}
         self.task_auto_tools = {d.name for d in definitions if d.is_auto_approve}
@@ -88,7 +99,12 @@ class Registry:
     def is_offered(self, name: str, kind: str) -> bool:
         """Whether a session of this kind is offered the tool (and so may call it)."""
         definition = self._by_name.get(name)
-        return definition is not None and self.has_handler(name) and definition.is_for_kind(kind)
+        return (
+            definition is not None
+            and self.has_handler(name)
+            and name not in self._unavailable
+            and definition.is_for_kind(kind)
+        )
 
     def offered_names(self, kind: str) -> list[str]:
         return [d.name for d in self.tools if self.is_offered(d.name, kind)]
@@ -99,17 +115,22 @@ class Registry:
 
 
 def default_handlers() -> dict[str, ToolHandler]:
-    from app.tools import bash, diff_file, edit_file, read_file, search, web_fetch, write_file
+    from app.tools import bash, diff_file, edit_file, read_file, search, web_fetch, web_search, write_file
 
-    modules = (bash, read_file, write_file, edit_file, diff_file, search, web_fetch)
+    modules = (bash, read_file, write_file, edit_file, diff_file, search, web_fetch, web_search)
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 
 
 def build_registry(
     handlers: Mapping[str, ToolHandler] | None = None,
     schema_dir: Path | None = None,
+    settings: ToolSettings | None = None,
 ) -> Registry:
-    """Load every schema file and pair it with its handler; `RegistryError` on any clash."""
+    """Load every schema file and pair it with its handler; `RegistryError` on any clash.
+
+    With `settings` (the service's `[tools]`), a handler that cannot run with them is
+    not offered; without, every handler is (a registry built to list or test tools).
+    """
     handlers = default_handlers() if handlers is None else handlers
     definitions = load_definitions(SCHEMA_DIR if schema_dir is None else schema_dir)
     names = {d.name for d in definitions}
@@ -119,7 +140,13 @@ def build_registry(
     for name, handler in handlers.items():
         if not (callable(getattr(handler, "prepare", None)) and callable(getattr(handler, "execute", None))):
             raise RegistryError(f"handler for {name!r} lacks prepare() or execute()")
-    return Registry(definitions, handlers)
+    return Registry(definitions, handlers, settings)
+
+
+def _is_available(handler: ToolHandler, settings: ToolSettings | None) -> bool:
+    """A handler may define `is_available(settings) -> bool`; one that does not is always available."""
+    check = getattr(handler, "is_available", None)
+    return settings is None or check is None or bool(check(settings))
 
 
 def load_definitions(schema_dir: Path) -> list[ToolDefinition]:

@@ -137,6 +137,7 @@ def test_only_tools_with_a_handler_are_offered():
         "read_file",
         "search",
         "web_fetch",
+        "web_search",
         "write_file",
     ]
 
@@ -191,10 +192,10 @@ def test_unknown_kind_is_refused():
 
 def test_handler_lookup():
     registry = build_registry()
-    assert registry.has_handler("bash") and not registry.has_handler("web_search")
+    assert registry.has_handler("bash") and not registry.has_handler("use_prompt")
     assert callable(registry.handler("bash").execute)
     with pytest.raises(KeyError):
-        registry.handler("web_search")
+        registry.handler("use_prompt")
 
 
 def test_a_handler_without_a_schema_is_refused():

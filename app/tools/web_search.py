@@ -1,0 +1,85 @@
+"""The web_search tool: a query sent to the operator's SearxNG, the results given back as
+numbered `[title](url)` lines with their extracts. Offered only when a backend is configured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.settings import (
+    WEB_SEARCH_DEFAULT_RESULTS,
+    WEB_SEARCH_MAX_RESULTS,
+    WEB_SEARCH_SNIPPET_CHARS,
+    ToolSettings,
+)
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.searxng import CATEGORIES, Result, SearchError, SearxNG
+
+TOOL = "web_search"
+NO_BACKEND = "Error: web_search has no search backend: set [tools] searxng_url or TURNSTONE_SEARXNG_URL"
+
+
+def is_available(settings: ToolSettings) -> bool:
+    """Offered only with a backend: a tool that could only fail is not worth the model's attention."""
+    return bool(settings.searxng_url)
+
+
+def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
+    query = args.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return _refused(args, "Error: web_search needs 'query', a non-empty string")
+    clean: dict[str, Any] = {"query": " ".join(query.split())}
+    header = f"{TOOL} {clean['query']}"
+    count = args.get("max_results", WEB_SEARCH_DEFAULT_RESULTS)
+    # bool is an int to Python, never to the model's schema
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= WEB_SEARCH_MAX_RESULTS:
+        error = f"Error: max_results must be a whole number from 1 to {WEB_SEARCH_MAX_RESULTS}, not {count!r}"
+        return _refused(clean, error, header)
+    category = args.get("category", "general")
+    if category not in CATEGORIES:
+        error = f"Error: category must be one of {', '.join(CATEGORIES)}, not {category!r}"
+        return _refused(clean, error, header)
+    clean.update(max_results=count, category=category)
+    if not is_available(ctx.settings):
+        return _refused(clean, NO_BACKEND, header)
+    preview = f"Search: {clean['query']}\nCategory: {category}; at most {count} result(s)"
+    return Preparation(clean, header, preview=preview, needs_approval=True)
+
+
+def _refused(args: dict[str, Any], error: str, header: str = TOOL) -> Preparation:
+    return Preparation(dict(args), header, needs_approval=False, error=error)
+
+
+def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    url = ctx.settings.searxng_url
+    if not url:
+        return ToolOutcome(NO_BACKEND, is_error=True)
+    try:
+        results = SearxNG(url).search(args["query"], args.get("category", "general"))
+    except SearchError as exc:
+        return ToolOutcome(f"Error: web_search failed: {exc}", is_error=True)
+    shown = _distinct(results)[: args.get("max_results", WEB_SEARCH_DEFAULT_RESULTS)]
+    if not shown:
+        return ToolOutcome(f"No results for {args['query']!r}.")
+    return ToolOutcome("\n".join(_line(n, result) for n, result in enumerate(shown, 1)))
+
+
+def _distinct(results: list[Result]) -> list[Result]:
+    """One result per address: SearxNG merges engines, but not every duplicate."""
+    seen: set[str] = set()
+    kept = []
+    for result in results:
+        if result.url not in seen:
+            seen.add(result.url)
+            kept.append(result)
+    return kept
+
+
+def _line(number: int, result: Result) -> str:
+    title = result.title.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    url = result.url.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+    line = f"{number}. [{title}]({url})"
+    snippet = result.snippet
+    if len(snippet) > WEB_SEARCH_SNIPPET_CHARS:
+        snippet = snippet[: WEB_SEARCH_SNIPPET_CHARS - 1].rstrip() + "…"
+    return f"{line}\n   {snippet}" if snippet else line
