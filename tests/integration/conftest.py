@@ -10,6 +10,7 @@ import pytest
 from app.settings import Settings
 from app.taskqueue import TaskQueue, make_celery
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.searxng import FakeSearxNG
 from tests.fakes.tool_source import FakeTools
 from tests.integration.client import Api, EventSocket
 from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, postgres_available
@@ -25,9 +26,19 @@ def model_server() -> Iterator[FakeModelServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def searxng_server() -> Iterator[FakeSearxNG]:
+    server = FakeSearxNG()
+    yield server
+    server.close()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def services(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    model_server: FakeModelServer,
+    searxng_server: FakeSearxNG,
 ) -> Iterator[Services]:
     if request.param == "postgresql" and not postgres_available():  # raises under CI
         pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set TEST_PG_ADMIN_URL)")
@@ -38,6 +49,7 @@ def services(
     config.write_text(
         # web_fetch's targets are loopback test servers: private, so allowed only by this switch
         "[tools]\nallow_private_network = true\n"
+        f'searxng_url = "{searxng_server.url}"\n'  # web_search's backend, a fake SearxNG
         f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
         "[models.claude.capabilities]\nsupports_vision = true\n"
@@ -65,6 +77,13 @@ def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
     model_server.reset()
     yield model_server
     model_server.reset()
+
+
+@pytest.fixture
+def searxng(searxng_server: FakeSearxNG) -> Iterator[FakeSearxNG]:
+    searxng_server.reset()
+    yield searxng_server
+    searxng_server.reset()
 
 
 @pytest.fixture
