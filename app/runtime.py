@@ -40,7 +40,7 @@ class Runtime:
             redis=client,
             events=EventLog.from_settings(client, settings),
             queue=TaskQueue(make_celery(settings)),
-            registry=build_registry(),
+            registry=build_registry(settings=settings.tools),
             tool_sources=load_sources(settings.tool_sources),
             prompt_sections=list(SECTIONS),
             fetcher=Fetcher.from_settings(settings.tools),

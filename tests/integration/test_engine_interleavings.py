@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import psycopg
@@ -284,3 +285,15 @@ def test_a_step_clears_only_its_own_stream_mark(rt):
         rt.redis.set(keys.stream_from(ws.id), next_mark)
     rt.events.publish(ws.id, EventType.CONTENT, text="the next step's first delta")
     assert history_cursor(rt, ws.id) == next_mark  # the next step's deltas stay reachable
+
+
+def test_a_service_without_a_search_backend_offers_no_web_search(rt):
+    offered = [t.name for t in rt.registry.offered("interactive")]
+    assert "web_fetch" in offered and "web_search" not in offered
+    with_backend = Runtime.create(
+        rt.settings.with_changes(tools=replace(rt.settings.tools, searxng_url="http://127.0.0.1:9"))
+    )
+    try:
+        assert "web_search" in [t.name for t in with_backend.registry.offered("interactive")]
+    finally:
+        with_backend.close()
