@@ -13,7 +13,6 @@ from app.events import EventType
 from app.runtime import Runtime
 from app.storage.models import CallStatus, Turn, TurnPhase, TurnStatus, Workstream
 
-CANCEL_FEEDBACK = calls.CANCEL_FEEDBACK
 # No task holds a turn in these phases: the cancel itself must end it.
 PARKED_PHASES = (TurnPhase.APPROVAL, TurnPhase.AWAITING)
 
@@ -70,7 +69,7 @@ def _end_parked(rt: Runtime, turn_id: str, by: str) -> None:
                 turn_id=turn_id,
                 call_ids=[r.call_id for r in denied],
                 approved=False,
-                feedback=CANCEL_FEEDBACK,
+                feedback=calls.CANCEL_FEEDBACK,
                 always=False,
                 by=by,
                 how="cancel",

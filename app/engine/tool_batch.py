@@ -158,14 +158,11 @@ def _advance(rt: Runtime, fence: Fence, ws_id: str, step: int, read_paths: set[s
     with calls still waiting, park the turn until they finish."""
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
         rows = calls.batch(s, turn.id, step)
-        if turn.cancel_requested:
+        if turn.cancel_requested:  # every call not yet ended ends now
             for row in calls.close_open(s, rows, by="cancel"):
                 calls.announce(rt, row, fence, out)
         elif calls.has_waiting(s, turn.id, step):
             return _park(rt, s, turn, ws_id, read_paths)
-        for row in rows:
-            if calls.cancel_unstarted(s, row):  # cancelled before a thread picked it up
-                calls.announce(rt, row, fence, out)
         calls.answer(s, turn, step)
         if turn.feedback:
             s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.feedback))
