@@ -1,4 +1,5 @@
-"""The `turnstone-jobs` command: run the whole service locally, migrate, create API tokens."""
+"""The `turnstone-jobs` command: run the whole service locally, migrate, create API tokens,
+calibrate the reranker."""
 
 from __future__ import annotations
 
@@ -28,7 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     token_sub = token.add_subparsers(dest="token_command", required=True)
     create = token_sub.add_parser("create", help="create a token; it is printed once")
     create.add_argument("name")
+    calibrate = sub.add_parser(
+        "rerank-calibrate", help="probe the reranker and suggest tools.rerank_bm25_threshold"
+    )
+    calibrate.add_argument(
+        "--apply", action="store_true", help="write the suggested threshold into the config file"
+    )
     args = parser.parse_args(argv)
+    if args.command == "rerank-calibrate":
+        return rerank_calibrate(args.apply)
     if args.command == "migrate":
         return migrate()
     if args.command == "token":
@@ -53,6 +62,38 @@ def create_token(name: str) -> int:
         print(tokens.create(rt, name))
     finally:
         rt.close()
+    return 0
+
+
+def rerank_calibrate(apply: bool) -> int:
+    """0: the reranker separates the probes (and, with --apply, the floor is written);
+    1: it failed or does not separate them; 2: no reranker is configured."""
+    from app.reranking.calibration import calibrate, write_threshold
+    from app.reranking.client import Reranker, RerankError
+    from app.settings import SettingsError, config_path
+
+    try:
+        settings = Settings.load()
+    except SettingsError as exc:
+        print(f"turnstone-jobs: {exc}", file=sys.stderr)
+        return 2
+    if settings.tools.reranker is None:
+        print('turnstone-jobs: no reranker: set [roles] reranker = "MODEL"', file=sys.stderr)
+        return 2
+    reranker = Reranker.from_settings(settings.tools.reranker)
+    print(f"reranker: {reranker.model} at {reranker.url}")
+    try:
+        result = calibrate(reranker)
+    except RerankError as exc:
+        print(f"turnstone-jobs: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(result.report()))
+    if result.floor is None:
+        return 1 if apply or not result.separates else 0
+    if apply:
+        path = config_path()
+        write_threshold(path, result.floor)
+        print(f"wrote [tools] rerank_bm25_threshold = {result.floor} to {path}")
     return 0
 
 

@@ -80,6 +80,12 @@ SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers w
 WEB_SEARCH_DEFAULT_RESULTS = 5
 WEB_SEARCH_MAX_RESULTS = 20
 WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
+# The reranker role: a `[models.NAME]` with `supports_rerank`, named by `[roles] reranker`.
+RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order
+RERANK_CONNECT_TIMEOUT_SECONDS = 3.0
+CHAT_PROVIDERS = ("openai", "anthropic")
+RERANK_PROVIDER = "rerank"  # a model definition that only reranks; it cannot hold a conversation
+ROLES = ("reranker",)
 
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
@@ -131,7 +137,7 @@ class ModelSettings:
     """One `[models.NAME]` entry (or the one `TURNSTONE_MODEL` names)."""
 
     name: str
-    provider: str  # "openai" (any OpenAI-compatible server) or "anthropic"
+    provider: str  # "openai" (any OpenAI-compatible server), "anthropic", or "rerank" (rerank only)
     model: str
     base_url: str | None = None
     api_key: str | None = None
@@ -139,9 +145,25 @@ class ModelSettings:
     max_tokens: int | None = None  # None: the family's default (`default_max_tokens`)
 
     @property
+    def is_chat_model(self) -> bool:
+        """Whether it can hold a conversation (a rerank-only definition cannot)."""
+        return self.provider in CHAT_PROVIDERS
+
+    @property
     def supports_vision(self) -> bool:
         default = self.base_url is None  # hosted OpenAI/Anthropic models see images
         return bool(self.capabilities.get("supports_vision", default))
+
+
+@dataclass(frozen=True)
+class RerankerSettings:
+    """The model definition selected as the reranker role, as the rerank client needs it."""
+
+    url: str  # the full `/rerank` address
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    instruction: str | None = None  # `[tools] rerank_instruction`
+    timeout: float = RERANK_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -158,6 +180,10 @@ class ToolSettings:
     search_max_results: int = 5
     agent_max_turns: int = 0
     searxng_url: str | None = None  # web_search's backend; unset, the tool is not offered
+    rerank_web_search: bool = True  # with a reranker selected, web_search reorders its results
+    rerank_instruction: str | None = None  # wraps queries for a server that applies no template
+    rerank_bm25_threshold: float = 0.0  # relevance floor (0-1) for reranked retrieval; 0: no floor
+    reranker: RerankerSettings | None = None  # from `[roles] reranker`, not a `[tools]` key
 
 
 @dataclass(frozen=True)
@@ -203,7 +229,7 @@ class Settings:
     def load(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Defaults, then `config.toml` (or `$TURNSTONE_CONFIG`), then the environment."""
         env = os.environ if environ is None else environ
-        path = Path(env.get(CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH))
+        path = config_path(env)
         config = _read_toml(path) if path.is_file() else {}
         return cls.from_mapping(config, env)
 
@@ -213,6 +239,7 @@ class Settings:
         if SEARXNG_URL_ENV in env:
             tools = replace(tools, searxng_url=_searxng_url(env[SEARXNG_URL_ENV], SEARXNG_URL_ENV))
         models = _models(config.get("models", {}), env)
+        tools = replace(tools, reranker=_reranker(config.get("roles", {}), models, tools))
         default_model = str(config.get("default_model", "default"))
         spec = env.get("TURNSTONE_MODEL")
         if spec:
@@ -220,6 +247,8 @@ class Settings:
             default_model = "default"
         elif "default" not in models and default_model not in models:
             models = {**models, "default": _model_from_spec(DEFAULT_MODEL, env)}
+        if default_model in models and not models[default_model].is_chat_model:
+            raise SettingsError(f"default_model = {default_model!r} only reranks; name a chat model")
         return cls(
             database_url=env.get("DATABASE_URL", str(config.get("database_url", DEFAULT_DATABASE_URL))),
             redis_url=env.get("REDIS_URL", str(config.get("redis_url", DEFAULT_REDIS_URL))),
@@ -245,6 +274,12 @@ class Settings:
         )
 
 
+def config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The config file: `$TURNSTONE_CONFIG`, else `config.toml` in the current folder."""
+    env = os.environ if environ is None else environ
+    return Path(env.get(CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH))
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())
@@ -253,7 +288,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
-    known = set(ToolSettings.__dataclass_fields__)
+    known = set(ToolSettings.__dataclass_fields__) - {"reranker"}
     unknown = set(section) - known
     if unknown:
         raise SettingsError(f"[tools]: unknown key(s) {', '.join(sorted(unknown))}")
@@ -264,7 +299,48 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
     if tools.searxng_url is not None:
         tools = replace(tools, searxng_url=_searxng_url(tools.searxng_url, "[tools] searxng_url"))
+    _check_rerank_keys(tools)
     return tools
+
+
+def _check_rerank_keys(tools: ToolSettings) -> None:
+    if not isinstance(tools.rerank_web_search, bool):
+        raise SettingsError("[tools] rerank_web_search must be true or false")
+    if tools.rerank_instruction is not None and not isinstance(tools.rerank_instruction, str):
+        raise SettingsError("[tools] rerank_instruction must be a string")
+    threshold = tools.rerank_bm25_threshold
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        raise SettingsError(f"[tools] rerank_bm25_threshold must be a number from 0 to 1, not {threshold!r}")
+
+
+def _reranker(
+    section: Any, models: Mapping[str, ModelSettings], tools: ToolSettings
+) -> RerankerSettings | None:
+    """The `[roles] reranker` model, checked: configured, and able to rerank."""
+    if not isinstance(section, Mapping):
+        raise SettingsError('[roles] must be a table, e.g. reranker = "MODEL"')
+    unknown = set(section) - set(ROLES)
+    if unknown:
+        roles = ", ".join(sorted(unknown))
+        raise SettingsError(f"[roles]: unknown role(s) {roles} (known: {', '.join(ROLES)})")
+    name = section.get("reranker")
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in models:
+        known = ", ".join(sorted(models)) or "none"
+        raise SettingsError(f"[roles] reranker = {name!r} is not a configured model (configured: {known})")
+    model = models[name]
+    if not model.capabilities.get("supports_rerank"):
+        raise SettingsError(f"[roles] reranker: [models.{name}] needs capabilities supports_rerank = true")
+    if not model.base_url:
+        raise SettingsError(f"[roles] reranker: [models.{name}] needs a base_url (its /rerank endpoint)")
+    return RerankerSettings(rerank_url(model.base_url), model.model, model.api_key, tools.rerank_instruction)
+
+
+def rerank_url(base_url: str) -> str:
+    """The endpoint itself: `.../rerank` as given, or a base URL with `/rerank` added."""
+    url = base_url.rstrip("/")
+    return url if url.endswith("/rerank") else f"{url}/rerank"
 
 
 def _searxng_url(value: Any, key: str) -> str | None:
@@ -295,8 +371,10 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
     models = {}
     for name, entry in section.items():
         provider = entry.get("provider")
-        if provider not in ("openai", "anthropic"):
-            raise SettingsError(f"[models.{name}] provider must be 'openai' or 'anthropic'")
+        if provider not in (*CHAT_PROVIDERS, RERANK_PROVIDER):
+            raise SettingsError(f"[models.{name}] provider must be 'openai', 'anthropic' or 'rerank'")
+        if provider == RERANK_PROVIDER and not entry.get("capabilities", {}).get("supports_rerank"):
+            raise SettingsError(f"[models.{name}] provider 'rerank' needs capabilities supports_rerank")
         if not entry.get("model"):
             raise SettingsError(f"[models.{name}] needs a 'model'")
         models[name] = ModelSettings(
@@ -342,13 +420,20 @@ def _model_from_spec(spec: str, env: Mapping[str, str]) -> ModelSettings:
     )
 
 
+# The variables a provider's base URL and key come from when its entry names none; a
+# rerank-only definition has no default (its key, if any, comes from `api_key_env`).
+DEFAULT_BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+DEFAULT_API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
 def _env_base_url(provider: str, env: Mapping[str, str]) -> str | None:
-    return env.get("OPENAI_BASE_URL" if provider == "openai" else "ANTHROPIC_BASE_URL") or None
+    name = DEFAULT_BASE_URL_ENV.get(provider)
+    return (env.get(name) or None) if name else None
 
 
 def _env_api_key(provider: str, env: Mapping[str, str], named: str | None) -> str | None:
-    name = named or ("OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY")
-    return env.get(name) or None
+    name = named or DEFAULT_API_KEY_ENV.get(provider)
+    return (env.get(name) or None) if name else None
 
 
 def _int(value: Any, name: str) -> int:

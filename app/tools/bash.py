@@ -343,7 +343,9 @@ def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
 
 def _service_secrets(ctx: ToolContext) -> list[str]:
     """Secrets the service holds that a command must not see, whatever variable carries them."""
-    return [ctx.model.api_key] if ctx.model is not None and ctx.model.api_key else []
+    keys = [ctx.model.api_key if ctx.model is not None else None]
+    keys.append(ctx.settings.reranker.api_key if ctx.settings.reranker is not None else None)
+    return [key for key in keys if key]
 
 
 def _supervise(run: _Run, deadline: float) -> str | None:

@@ -1,11 +1,15 @@
 """The web_search tool: a query sent to the operator's SearxNG, the results given back as
 numbered `[title](url)` lines with their extracts. Offered only when a backend is configured.
+With a reranker selected, the backend's whole pool is reordered by relevance before the top
+results are cut; a reranker that fails changes nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from app.reranking.client import Reranker, RerankError
 from app.settings import (
     WEB_SEARCH_DEFAULT_RESULTS,
     WEB_SEARCH_MAX_RESULTS,
@@ -16,6 +20,7 @@ from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.searxng import CATEGORIES, Result, SearchError, SearxNG
 
 TOOL = "web_search"
+log = logging.getLogger(__name__)
 NO_BACKEND = "Error: web_search has no search backend: set [tools] searxng_url or TURNSTONE_SEARXNG_URL"
 
 
@@ -58,7 +63,8 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         results = SearxNG(url).search(args["query"], args.get("category", "general"))
     except SearchError as exc:
         return ToolOutcome(f"Error: web_search failed: {exc}", is_error=True)
-    shown = _distinct(results)[: args.get("max_results", WEB_SEARCH_DEFAULT_RESULTS)]
+    pool = _reranked(args["query"], _distinct(results), ctx.settings)
+    shown = pool[: args.get("max_results", WEB_SEARCH_DEFAULT_RESULTS)]
     if not shown:
         return ToolOutcome(f"No results for {args['query']!r}.")
     return ToolOutcome("\n".join(_line(n, result) for n, result in enumerate(shown, 1)))
@@ -73,6 +79,20 @@ def _distinct(results: list[Result]) -> list[Result]:
             seen.add(result.url)
             kept.append(result)
     return kept
+
+
+def _reranked(query: str, results: list[Result], settings: ToolSettings) -> list[Result]:
+    """The pool in the reranker's order, or as the backend gave it when there is no reranker
+    or it fails: reranking may improve a search, never break one."""
+    if settings.reranker is None or not settings.rerank_web_search or len(results) < 2:
+        return results
+    documents = [f"{result.title}\n{result.snippet}".strip() for result in results]
+    try:
+        order = Reranker.from_settings(settings.reranker).order(query, documents)
+    except RerankError as exc:
+        log.warning("web_search keeps the backend's order: %s", exc)
+        return results
+    return [results[index] for index in order]
 
 
 def _line(number: int, result: Result) -> str:

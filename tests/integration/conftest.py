@@ -10,6 +10,7 @@ import pytest
 from app.settings import Settings
 from app.taskqueue import TaskQueue, make_celery
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.reranker import FakeReranker
 from tests.fakes.searxng import FakeSearxNG
 from tests.fakes.tool_source import FakeTools
 from tests.integration.client import Api, EventSocket
@@ -33,12 +34,21 @@ def searxng_server() -> Iterator[FakeSearxNG]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def reranker_server() -> Iterator[FakeReranker]:
+    server = FakeReranker()
+    server.fail(503)  # down unless a test asks for it (`reranker`): searches keep SearxNG's order
+    yield server
+    server.close()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def services(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     model_server: FakeModelServer,
     searxng_server: FakeSearxNG,
+    reranker_server: FakeReranker,
 ) -> Iterator[Services]:
     if request.param == "postgresql" and not postgres_available():  # raises under CI
         pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set TEST_PG_ADMIN_URL)")
@@ -53,6 +63,9 @@ def services(
         f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
         "[models.claude.capabilities]\nsupports_vision = true\n"
+        # web_search's reranker, a fake /rerank endpoint
+        f'[models.ranker]\nprovider = "rerank"\nmodel = "fake-ranker"\nbase_url = "{reranker_server.url}"\n'
+        'api_key_env = "TJ_TEST_RERANK_KEY"\n[models.ranker.capabilities]\nsupports_rerank = true\n'
         # an OpenAI-format model that can see images (the default one cannot)
         f'[models.vision]\nprovider = "openai"\nmodel = "fake-vision"\n'
         f'base_url = "{model_server.openai_base_url}"\n'
@@ -63,7 +76,9 @@ def services(
         '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
         f'path = "{tmp / "fake-tools.json"}"\n'
     )
+    config.write_text(config.read_text() + '[roles]\nreranker = "ranker"\n')
     svc.env["TURNSTONE_CONFIG"] = str(config)
+    svc.env["TJ_TEST_RERANK_KEY"] = "rk-fake-rerank-key"
     svc.env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-for-tests"
     try:
         svc.start()
@@ -84,6 +99,14 @@ def searxng(searxng_server: FakeSearxNG) -> Iterator[FakeSearxNG]:
     searxng_server.reset()
     yield searxng_server
     searxng_server.reset()
+
+
+@pytest.fixture
+def reranker(reranker_server: FakeReranker) -> Iterator[FakeReranker]:
+    reranker_server.reset()
+    yield reranker_server
+    reranker_server.reset()
+    reranker_server.fail(503)
 
 
 @pytest.fixture

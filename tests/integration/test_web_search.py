@@ -88,3 +88,23 @@ def test_max_results_out_of_range_is_refused_before_anyone_is_asked(api, model, 
         item for event in sock.of_type("approve_request") for item in event["items"] if item["needs_approval"]
     ]
     assert searxng.queries == []
+
+
+def test_a_reranker_reorders_the_pool_before_the_model_sees_it(api, model, open_socket, searxng, reranker):
+    # the service's config selects a reranker; this test brings it up (others see it down)
+    searxng.answer(RESULTS)
+    ws_id = api.create_workstream(auto_approve=True)
+    sock = open_socket(ws_id)
+    model.enqueue(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "shore stones food", "max_results": 2})])
+    )
+    model.enqueue(Reply(text="They flip stones."))
+    turn_id = api.send(ws_id, "how do turnstones feed?")
+    done = sock.wait_type("tool_result", timeout=60)
+    sock.wait_turn_end(turn_id)
+    # SearxNG's second result is the best match: first after reranking, and the third came in
+    assert done["output"].splitlines()[0] == "1. [Turnstones on the shore](https://birds.example/turnstones)"
+    (request,) = reranker.requests
+    assert request["authorization"] == "Bearer rk-fake-rerank-key"
+    assert request["body"]["model"] == "fake-ranker" and request["body"]["query"] == "shore stones food"
+    assert len(request["body"]["documents"]) == 3
