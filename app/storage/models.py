@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Column, UniqueConstraint
+from sqlalchemy import Column, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.storage.types import SafeJSON, SafeText
@@ -161,4 +161,49 @@ class ApiToken(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=200)
     token_hash: str = Field(max_length=64, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Blob(SQLModel, table=True):
+    """Bytes a workstream keeps (attachments, previews), stored once per workstream and content."""
+
+    __tablename__ = "blobs"
+
+    ws_id: str = Field(foreign_key="workstreams.id", primary_key=True, max_length=32)
+    sha256: str = Field(primary_key=True, max_length=64)
+    size: int
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Attachment(SQLModel, table=True):
+    """A file a person attached to a workstream; tools name it `attachment:<id>`."""
+
+    __tablename__ = "attachments"
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    filename: str = Field(max_length=255)
+    media_type: str = Field(max_length=200)
+    sha256: str = Field(max_length=64)
+    size: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Preview(SQLModel, table=True):
+    """Something open_preview showed: its kind, title and content, served inert to clients."""
+
+    __tablename__ = "previews"
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    call_id: str | None = Field(default=None, max_length=200)
+    kind: str = Field(max_length=16)
+    title: str = Field(sa_column=Column(SafeText, nullable=False))
+    media_type: str = Field(max_length=200)
+    source: str = Field(sa_column=Column(SafeText, nullable=False))  # the URL, path or attachment
+    base_url: str | None = Field(default=None, sa_column=Column(SafeText))  # a page's final URL
+    sha256: str = Field(max_length=64)
+    size: int
+    signing_key: str = Field(max_length=64)  # signs its content links; never leaves the service
     created_at: datetime = Field(default_factory=utcnow)

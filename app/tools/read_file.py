@@ -6,10 +6,13 @@ prepared, so a read and an edit of the same file in one batch work.
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+from app.errors import NotFoundError
+from app.previews import store
 from app.tools import images
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.files import (
@@ -24,6 +27,7 @@ from app.tools.files import (
 )
 
 TOOL = "read_file"
+ATTACHMENT = "attachment:"  # `attachment:<id>`: a file a person attached to the workstream
 NOTICE_ROOM = 200  # characters kept free under tools.truncation for the closing note
 COUNT_CHUNK = 1024 * 1024
 
@@ -39,6 +43,8 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
                 clean[key] = _line_count(key, value)
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
+    if path.startswith(ATTACHMENT):
+        return Preparation(clean, _header(clean), needs_approval=False)
     resolved = resolve(path, ctx)
     if os.path.isfile(resolved):
         mark_read(ctx, resolved)
@@ -63,19 +69,46 @@ def _header(args: dict[str, Any]) -> str:
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path = args["path"]
-    resolved = resolve(path, ctx)
+    offset, limit = args.get("offset") or 1, args.get("limit")
     try:
+        if path.startswith(ATTACHMENT):
+            return ToolOutcome(_attachment(path, offset, limit, ctx))
+        resolved = resolve(path, ctx)
         check_file(resolved, path)
         media = images.media_type(resolved)
         if media is not None:
-            return ToolOutcome(_image(path, resolved, media, ctx))
-        return ToolOutcome(_text(path, resolved, args.get("offset") or 1, args.get("limit"), ctx))
+            return ToolOutcome(
+                _image(path, resolved, media, os.path.getsize(resolved), _reader(resolved), ctx)
+            )
+        with open(resolved, "rb") as file:
+            return ToolOutcome(_text(path, file, offset, limit, ctx))
     except FileToolError as exc:
         return ToolOutcome(str(exc), is_error=True)
 
 
-def _image(path: str, resolved: str, media: str, ctx: ToolContext) -> str:
-    size = os.path.getsize(resolved)
+def _attachment(path: str, offset: int, limit: int | None, ctx: ToolContext) -> str:
+    """A file a person attached: read like a file of that name."""
+    if ctx.db is None:
+        raise FileToolError("Error: this service keeps no attachments")
+    try:
+        attached, data = store.attachment(ctx.db, ctx.ws_id, path[len(ATTACHMENT) :])
+    except NotFoundError as exc:
+        raise FileToolError(f"Error: {exc.message}") from None
+    media = images.media_type(attached.filename)
+    if media is not None:
+        return _image(path, attached.filename, media, len(data), lambda: data, ctx)
+    return _text(path, io.BytesIO(data), offset, limit, ctx)
+
+
+def _reader(resolved: str) -> Callable[[], bytes]:
+    def read() -> bytes:
+        with open(resolved, "rb") as file:
+            return file.read()
+
+    return read
+
+
+def _image(path: str, name: str, media: str, size: int, load: Callable[[], bytes], ctx: ToolContext) -> str:
     if ctx.model is None or not ctx.model.supports_vision:
         return (
             f"{path} is an image ({media}, {size:,} bytes). The current model cannot view images, "
@@ -87,31 +120,29 @@ def _image(path: str, resolved: str, media: str, ctx: ToolContext) -> str:
             f"Error: {path} is an image of {size:,} bytes; images over 4 MiB "
             f"({images.MAX_IMAGE_BYTES:,} bytes) are not read"
         )
-    with open(resolved, "rb") as file:
-        return images.marker(resolved, media, file.read())
+    return images.marker(name, media, load())
 
 
-def _text(path: str, resolved: str, offset: int, limit: int | None, ctx: ToolContext) -> str:
+def _text(path: str, file: BinaryIO, offset: int, limit: int | None, ctx: ToolContext) -> str:
     budget = max(ctx.settings.truncation - NOTICE_ROOM, 1)
-    with open(resolved, "rb") as file:
-        if is_binary(file.read(SNIFF_BYTES)):
-            raise FileToolError(binary_refusal(path))
-        file.seek(0)
-        shown: list[str] = []
-        size = 0
-        number = 0
-        for number, line in _numbered(file):
-            if number < offset:
-                continue
-            text = f"{number:>4}\t{line}\n"
-            if shown and size + len(text) > budget:
-                rest = 1 + _count_lines(file)
-                return _page(shown, number - 1, number - 1 + rest, "to stay within the output limit")
-            shown.append(text)
-            size += len(text)
-            if limit is not None and len(shown) == limit:
-                total = number + _count_lines(file)
-                return _page(shown, number, total, "") if total > number else "".join(shown).rstrip("\n")
+    if is_binary(file.read(SNIFF_BYTES)):
+        raise FileToolError(binary_refusal(path))
+    file.seek(0)
+    shown: list[str] = []
+    size = 0
+    number = 0
+    for number, line in _numbered(file):
+        if number < offset:
+            continue
+        text = f"{number:>4}\t{line}\n"
+        if shown and size + len(text) > budget:
+            rest = 1 + _count_lines(file)
+            return _page(shown, number - 1, number - 1 + rest, "to stay within the output limit")
+        shown.append(text)
+        size += len(text)
+        if limit is not None and len(shown) == limit:
+            total = number + _count_lines(file)
+            return _page(shown, number, total, "") if total > number else "".join(shown).rstrip("\n")
     if number == 0:
         return "(empty file)"
     if not shown:

@@ -44,12 +44,8 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
 
 
 def _preview(args: dict[str, str], target: Target) -> str:
-    lines = [f"GET {args['url']}", f"Question: {args['question']}"]
-    if target.is_private:
-        lines.append(
-            f"Private network: {target.describe()}; allowed because tools.allow_private_network is on."
-        )
-    return "\n".join(lines)
+    lines = [f"GET {args['url']}", f"Question: {args['question']}", target.approval_note()]
+    return "\n".join(line for line in lines if line)
 
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:

@@ -134,6 +134,7 @@ def test_only_tools_with_a_handler_are_offered():
         "bash",
         "diff_file",
         "edit_file",
+        "open_preview",
         "read_file",
         "search",
         "web_fetch",

@@ -51,6 +51,12 @@ class Target:
         """`127.0.0.1 is a loopback address`, or `db.lan resolves to 10.0.0.5, a private ... address`."""
         return _describe(self.host, self.verdict)
 
+    def approval_note(self) -> str | None:
+        """What an approval card says about a private target (allowed only by the switch)."""
+        if not self.is_private:
+            return None
+        return f"Private network: {self.describe()}; allowed because tools.allow_private_network is on."
+
 
 def parse_url(text: str) -> httpx.URL:
     """The URL, if it is one the fetcher may ever request; `RefusedError` saying why not."""
