@@ -22,6 +22,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web.client import client
     from app.web.fanout import Fanout
     from app.web.health import health
+    from app.web.previews import previews
 
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
@@ -35,6 +36,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.extensions["fanout"] = Fanout(rt.redis, queue_events=settings.live_queue_events)
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(health)
+    flask_app.register_blueprint(previews)
     flask_app.register_blueprint(client)
     websocket.init_app(flask_app)
     _register_errors(flask_app)

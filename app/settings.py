@@ -80,6 +80,7 @@ SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers w
 WEB_SEARCH_DEFAULT_RESULTS = 5
 WEB_SEARCH_MAX_RESULTS = 20
 WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
+ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the largest preview, a PDF)
 # The reranker role: a `[models.NAME]` with `supports_rerank`, named by `[roles] reranker`.
 RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order
 RERANK_CONNECT_TIMEOUT_SECONDS = 3.0

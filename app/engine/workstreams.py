@@ -1,4 +1,4 @@
-"""Workstreams: creating them and describing them to API clients."""
+"""Workstreams: creating them, describing them to API clients, and deleting them."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy import delete as delete_rows
 from sqlmodel import col, func, select
 
 from app.engine import calls as call_store
 from app.engine.turns import new_id
-from app.errors import BadRequestError, NotFoundError
+from app.errors import BadRequestError, ConflictError, NotFoundError
+from app.previews import store as preview_store
 from app.runtime import Runtime
-from app.storage.models import CallStatus, Message, Turn, TurnStatus, Workstream
+from app.storage.models import CallStatus, Message, ToolCall, Turn, TurnStatus, Workstream
 
 
 def create(
@@ -115,3 +117,40 @@ def total_usage(usages: Iterable[dict[str, int]]) -> dict[str, int]:
             if isinstance(value, int):
                 total[key] = total.get(key, 0) + value
     return total
+
+
+def delete(rt: Runtime, ws_id: str) -> list[str]:
+    """Remove a workstream that is at rest, with its sub-agents' workstreams, its conversation,
+    previews and attachments, and its event log; the ids removed. A workstream with a turn
+    running or queued is a 409: cancel it first, so that no worker is left holding it."""
+    with rt.db.session() as s:
+        ws = s.exec(select(Workstream).where(Workstream.id == ws_id).with_for_update()).first()
+        if ws is None:
+            raise NotFoundError(f"no workstream {ws_id}")
+        family = _family(s, ws_id)
+        busy = s.exec(
+            select(func.count())
+            .select_from(Turn)
+            .where(col(Turn.ws_id).in_(family), col(Turn.status).in_([TurnStatus.QUEUED, TurnStatus.ACTIVE]))
+        ).one()
+        if busy:
+            raise ConflictError(f"workstream {ws_id} has a turn running or queued: cancel it first")
+        for member in reversed(family):  # sub-agents before their parents
+            preview_store.forget_workstream(s, member)
+            for table in (ToolCall, Message, Turn):
+                s.execute(delete_rows(table).where(col(table.ws_id) == member))
+            s.execute(delete_rows(Workstream).where(col(Workstream.id) == member))
+    for member in family:
+        rt.events.publish(member, "workstream_deleted")  # open sockets hear it before the log goes
+        rt.events.delete(member)
+    return family
+
+
+def _family(s: Any, ws_id: str) -> list[str]:
+    """The workstream and every workstream started under it (sub-agents), parents first."""
+    family, frontier = [ws_id], [ws_id]
+    while frontier:
+        children = s.exec(select(Workstream.id).where(col(Workstream.parent_id).in_(frontier))).all()
+        frontier = [child for child in children if child not in family]
+        family.extend(frontier)
+    return family

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
+import re
 import time
 from urllib.parse import quote
 
 from app.storage.models import Preview
 
 LINK_SECONDS = 600
+_HEAD = re.compile(rb"<head(\s[^>]*)?>", re.IGNORECASE)
 _ALLOW_REMOTE = "img-src * data: blob:; style-src * 'unsafe-inline'; font-src * data:; media-src *"
 _NO_REMOTE = "img-src data:; style-src 'unsafe-inline'; font-src data:; media-src 'none'"
 
@@ -64,3 +67,12 @@ def _filename(row: Preview) -> str:
     suffix = extension.get(row.kind) or "." + row.media_type.split(";")[0].split("/")[-1].split("-")[-1]
     stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in row.title)[:80] or "preview"
     return stem + suffix
+
+
+def with_base(page: bytes, base_url: str) -> bytes:
+    """The page with a `<base>` at the top of its head, so that its relative links and images
+    point at its own site (asked for only with remote content on)."""
+    tag = f'<base href="{html.escape(base_url, quote=True)}">'.encode()
+    match = _HEAD.search(page[:65536])
+    at = match.end() if match else 0
+    return page[:at] + tag + page[at:]

@@ -58,6 +58,12 @@ def get_workstream(ws_id: str) -> Any:
     return _reply(200, workstreams.describe(_rt(), ws_id))
 
 
+@api.delete("/workstreams/<ws_id>")
+@require_token
+def delete_workstream(ws_id: str) -> Any:
+    return _reply(200, {"deleted": workstreams.delete(_rt(), ws_id)})
+
+
 @api.post("/workstreams/<ws_id>/send")
 @require_token
 def send(ws_id: str) -> Any:
