@@ -91,8 +91,10 @@ def _uploaded_file() -> tuple[str, str, bytes]:
         raise BadRequestError("body: shorter than its Content-Length", field="file") from None
     except ValueError:  # a malformed multipart body
         raise BadRequestError("body: not a readable multipart form", field="file") from None
-    if upload is None:
-        raise BadRequestError("file: required (a multipart field named 'file')", field="file")
+    if upload is None:  # werkzeug also drops a part whose file name is not UTF-8
+        raise BadRequestError(
+            "file: required (a multipart field named 'file', its file name in UTF-8)", field="file"
+        )
     data = upload.read(ATTACHMENT_MAX_BYTES + 1)
     if len(data) > ATTACHMENT_MAX_BYTES:
         raise _too_large()
