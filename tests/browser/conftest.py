@@ -78,7 +78,10 @@ def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Pa
         context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
         contexts.append(context)
         if sign_in:  # as if the token form had been filled once in this tab
-            context.add_init_script(f"sessionStorage.setItem('turnstone.token', {API_TOKEN!r})")
+            # the top page only: a sandboxed preview frame has no storage to write
+            context.add_init_script(
+                f"if (window.top === window) sessionStorage.setItem('turnstone.token', {API_TOKEN!r})"
+            )
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(services.base_url + "/" + (f"#ws={ws_id}" if ws_id else ""))

@@ -42,4 +42,23 @@ export const api = {
   send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
+  remove: (id) => call("DELETE", ws(id)),
+  previews: (id) => call("GET", `${ws(id)}/previews`).then((d) => d.previews),
+  preview: (previewId) => call("GET", `/previews/${encodeURIComponent(previewId)}`),
+  attach: (id, file) => upload(`${ws(id)}/attachments`, file),
 };
+
+// A file as multipart/form-data (the browser writes the boundary).
+async function upload(path, file) {
+  const form = new FormData();
+  form.append("file", file, file.name);
+  const response = await fetch(`/v1/api${path}`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token.get() || ""}` },
+    body: form,
+  });
+  const data = await response.json().catch(() => null);
+  if (response.status === 401) throw new UnauthorizedError("unauthorized");
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}

@@ -3,6 +3,7 @@
 
 import { api, token, UnauthorizedError } from "./api.js";
 import { bindKeys } from "./keys.js";
+import { PreviewPane } from "./preview.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
 
@@ -24,8 +25,22 @@ const view = new WorkstreamView(
   {
     onState: (wsId, state) => sidebar.setLiveState(wsId, state),
     onUnauthorized: () => signOut("That token was refused."),
+    onPreview: (e) => previews.opened(e).catch(handleError),
+    onDeleted: (wsId) => forget(wsId),
   },
 );
+
+const previews = new PreviewPane({
+  pane: $("preview-pane"),
+  title: $("preview-title"),
+  kind: $("preview-kind"),
+  remote: $("preview-remote"),
+  remoteBox: $("preview-remote-box"),
+  body: $("preview-body"),
+  close: $("preview-close"),
+  list: $("preview-list"),
+  open: $("previews-open"),
+});
 
 const sidebar = new Sidebar({ list: $("ws-list") }, { onSelect: (id) => select(id), onError: handleError });
 
@@ -43,6 +58,8 @@ async function select(wsId) {
   if (!ws) return;
   sidebar.setActive(wsId);
   $("composer").hidden = false;
+  $("delete-ws").hidden = false;
+  previews.setWorkstream(wsId).catch(handleError);
   await view.open(ws).catch(handleError);
   // Waiting calls first: `y` / `n` then act on the first of them.
   const pending = view.transcript.pendingCards()[0];
@@ -120,6 +137,50 @@ $("composer").addEventListener("submit", async (e) => {
   }
 });
 $("cancel-turn").addEventListener("click", () => view.cancel().catch(handleError));
+
+// -- attachments and deletion ---------------------------------------------------------------
+
+$("attach").addEventListener("click", () => $("attach-file").click());
+$("attach-file").addEventListener("change", async (e) => {
+  const files = [...e.target.files];
+  e.target.value = "";
+  for (const file of files) {
+    try {
+      const attached = await api.attach(view.wsId, file);
+      // The model learns of it from the message: name it where the person can see it too.
+      box.value += `${box.value && !box.value.endsWith("\n") ? "\n" : ""}[attached ${attached.filename}: ${attached.target}]\n`;
+      autosize();
+      $("composer-hint").textContent = `Attached ${attached.filename}.`;
+    } catch (err) {
+      $("composer-hint").textContent = `Not attached: ${file.name}: ${err.message}`;
+      handleError(err);
+    }
+  }
+  box.focus();
+});
+
+async function forget(wsId) {
+  if (wsId !== view.wsId) return;
+  view.close();
+  previews.setWorkstream(null);
+  $("composer").hidden = true;
+  $("delete-ws").hidden = true;
+  $("ws-title").textContent = "No workstream";
+  history.replaceState(null, "", location.pathname);
+  await sidebar.refresh().catch(handleError);
+}
+
+$("delete-ws").addEventListener("click", async () => {
+  const wsId = view.wsId;
+  if (!wsId || !confirm("Delete this workstream, its conversation, previews and attachments?")) return;
+  try {
+    await api.remove(wsId);
+    await forget(wsId);
+  } catch (err) {
+    $("composer-hint").textContent = `Not deleted: ${err.message}`;
+    handleError(err);
+  }
+});
 $("approve-all").addEventListener("click", () => view.decideAll(true).catch(handleError));
 $("deny-all").addEventListener("click", () => view.decideAll(false).catch(handleError));
 

@@ -12,10 +12,12 @@ export const REPLAY_OVERLAP = 2000;
 const BUSY = new Set(["thinking", "running", "attention"]);
 
 export class WorkstreamView {
-  constructor(els, { onState, onUnauthorized }) {
+  constructor(els, { onState, onUnauthorized, onPreview, onDeleted }) {
     this.els = els;
     this.onStateOut = onState;
     this.onUnauthorized = onUnauthorized;
+    this.onPreview = onPreview;
+    this.onDeleted = onDeleted;
     this.wsId = null;
     this.stream = null;
     this.historyCursor = 0;
@@ -73,6 +75,9 @@ export class WorkstreamView {
   }
 
   event(e) {
+    // Only a preview opened now pops the pane; replayed ones are in the Previews list.
+    if (e.type === "preview" && e.id > Math.max(this.historyCursor, this.transcript.lastId)) this.onPreview?.(e);
+    if (e.type === "workstream_deleted") return this.onDeleted?.(this.wsId);
     this.transcript.apply(e);
     // Cancel names the turn it means, so a click that lands as that turn ends
     // cannot stop the queued turn that starts next.
