@@ -24,10 +24,11 @@ def create(
     auto_approve: bool = False,
     working_dir: str | None = None,
 ) -> Workstream:
-    if model is not None and rt.settings.model(model) is None:
+    chosen = rt.settings.model(model)
+    if model is not None and chosen is None:
         known = ", ".join(sorted(rt.settings.models)) or "none"
         raise BadRequestError(f"model: {model!r} is not configured (configured: {known})", field="model")
-    if model is not None and not rt.settings.models[model].is_chat_model:
+    if model is not None and chosen is not None and not chosen.is_chat_model:
         raise BadRequestError(f"model: {model!r} only reranks; it cannot hold a conversation", field="model")
     folder = os.path.abspath(os.path.expanduser(working_dir or rt.settings.working_dir))
     if not os.path.isdir(folder):

@@ -330,3 +330,101 @@ OPENAPI: dict[str, Any] = {
         },
     },
 }
+
+# -- attachments, previews, deleting a workstream ----------------------------------------------
+
+_PREVIEW_ID = {"name": "preview_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_ATTACHMENT = {
+    "type": "object",
+    "properties": {
+        "attachment_id": {"type": "string"},
+        "target": {"type": "string", "description": "what tools take: `attachment:<id>`"},
+        "filename": {"type": "string"},
+        "media_type": {"type": "string"},
+        "size": {"type": "integer"},
+        "created_at": {"type": "string", "format": "date-time"},
+    },
+}
+_PREVIEW = {
+    "type": "object",
+    "properties": {
+        "preview_id": {"type": "string"},
+        "ws_id": {"type": "string"},
+        "call_id": {"type": ["string", "null"]},
+        "kind": {"enum": ["web", "pdf", "image", "table", "text", "markdown"]},
+        "title": {"type": "string"},
+        "media_type": {"type": "string"},
+        "source": {"type": "string"},
+        "size": {"type": "integer"},
+        "created_at": {"type": "string", "format": "date-time"},
+        "url": {"type": "string", "description": "a signed link to the content, for `expires_in` seconds"},
+        "remote_url": {
+            "type": ["string", "null"],
+            "description": "web: the same page with its remote images, styles and fonts allowed",
+        },
+        "expires_in": {"type": "integer"},
+    },
+}
+OPENAPI["paths"]["/v1/api/workstreams/{ws_id}"]["delete"] = _op(
+    "Delete a workstream at rest, with its sub-agents, conversation, previews, attachments and events",
+    "200",
+    {"type": "object", "properties": {"deleted": {"type": "array", "items": {"type": "string"}}}},
+    extra={"409": _json(_ref("Error"), "A turn is running or queued: cancel it first")},
+)
+OPENAPI["paths"]["/v1/api/workstreams/{ws_id}/attachments"] = {
+    "post": {
+        **_op(
+            "Attach a file (multipart field `file`, at most 32 MiB)",
+            "201",
+            _ATTACHMENT,
+            extra={"413": _json(_ref("Error"), "The file is over the attachment limit")},
+        ),
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {"file": {"type": "string", "format": "binary"}},
+                    }
+                }
+            },
+        },
+    },
+    "get": _op(
+        "The workstream's attachments",
+        "200",
+        {"type": "object", "properties": {"attachments": {"type": "array", "items": _ATTACHMENT}}},
+    ),
+}
+OPENAPI["paths"]["/v1/api/workstreams/{ws_id}/previews"] = {
+    "get": _op(
+        "What open_preview showed in this workstream, oldest first",
+        "200",
+        {"type": "object", "properties": {"previews": {"type": "array", "items": _PREVIEW}}},
+    ),
+}
+OPENAPI["paths"]["/v1/api/previews/{preview_id}"] = {
+    "get": {
+        **_op("A preview, with fresh signed links to its content", "200", _PREVIEW, path=False),
+        "parameters": [_PREVIEW_ID],
+    },
+}
+OPENAPI["paths"]["/v1/api/previews/{preview_id}/content"] = {
+    "get": {
+        "summary": "A preview's content, served inert (no token: the signed link is the permission)",
+        "security": [],
+        "parameters": [
+            _PREVIEW_ID,
+            {"name": "exp", "in": "query", "required": True, "schema": {"type": "string"}},
+            {"name": "remote", "in": "query", "required": True, "schema": {"enum": ["0", "1"]}},
+            {"name": "sig", "in": "query", "required": True, "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "200": {"description": "the content, with a sandboxing Content-Security-Policy"},
+            "403": _json(_ref("Error"), "The link is invalid or has expired"),
+            "404": _json(_ref("Error"), "No such preview"),
+        },
+    },
+}

@@ -61,6 +61,14 @@ def test_bad_working_dir_and_unknown_model_are_400(api, workdir):
     assert r.status_code == 400 and r.json()["field"] == "working_dir"
     r = api.http.post("/v1/api/workstreams", json={"model": "no-such-model"})
     assert r.status_code == 400 and r.json()["field"] == "model"
+    # the service's reranker (conftest) only reranks: it cannot hold a conversation
+    r = api.http.post("/v1/api/workstreams", json={"model": "ranker"})
+    assert r.status_code == 400 and "only reranks" in r.json()["error"]
+    # an empty name means the default model, as it always has
+    assert (
+        api.http.post("/v1/api/workstreams", json={"model": "", "working_dir": str(workdir)}).status_code
+        == 201
+    )
 
 
 def test_unknown_workstream_is_404(api):
