@@ -81,6 +81,13 @@ WEB_SEARCH_DEFAULT_RESULTS = 5
 WEB_SEARCH_MAX_RESULTS = 20
 WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
 
+# Tool search ([tools] search, search_threshold, search_max_results; a workstream's `tool_search`).
+TOOL_SEARCH_MODES = ("auto", "on", "off")  # auto: on when the workstream has more tools than the threshold
+DEFAULT_TOOL_SEARCH_THRESHOLD = 20
+DEFAULT_TOOL_SEARCH_MAX_RESULTS = 5
+TOOL_SEARCH_MAX_RESULTS_RANGE = (1, 50)
+MAX_TOOL_SEARCH_THRESHOLD = 100_000
+
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
@@ -154,8 +161,8 @@ class ToolSettings:
     allow_private_network: bool = False
     workspace_dir: str | None = None
     search: str = "auto"
-    search_threshold: int = 20
-    search_max_results: int = 5
+    search_threshold: int = DEFAULT_TOOL_SEARCH_THRESHOLD
+    search_max_results: int = DEFAULT_TOOL_SEARCH_MAX_RESULTS
     agent_max_turns: int = 0
     searxng_url: str | None = None  # web_search's backend; unset, the tool is not offered
 
@@ -262,9 +269,37 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
         raise SettingsError(f"[tools] timeout must be {MIN_TOOL_TIMEOUT}-{MAX_TOOL_TIMEOUT} s")
     if tools.truncation < 1024:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
+    keys = ("[tools] search", "[tools] search_threshold", "[tools] search_max_results")
+    check_tool_search(tools.search, tools.search_threshold, tools.search_max_results, keys)
     if tools.searxng_url is not None:
         tools = replace(tools, searxng_url=_searxng_url(tools.searxng_url, "[tools] searxng_url"))
     return tools
+
+
+def check_tool_search(mode: Any, threshold: Any, max_results: Any, keys: tuple[str, str, str]) -> None:
+    """`SettingsError` naming the key (`keys`: the mode's, the threshold's, max_results')
+    unless the three tool search values are usable (see TOOL_SEARCH_*)."""
+    if not isinstance(mode, str) or mode not in TOOL_SEARCH_MODES:
+        raise SettingsError(f"{keys[0]} must be one of {', '.join(TOOL_SEARCH_MODES)}, not {_shown(mode)}")
+    if not _is_whole(threshold) or not 0 <= threshold <= MAX_TOOL_SEARCH_THRESHOLD:
+        raise SettingsError(
+            f"{keys[1]} must be a whole number 0-{MAX_TOOL_SEARCH_THRESHOLD}, not {_shown(threshold)}"
+        )
+    low, high = TOOL_SEARCH_MAX_RESULTS_RANGE
+    if not _is_whole(max_results) or not low <= max_results <= high:
+        raise SettingsError(f"{keys[2]} must be a whole number {low}-{high}, not {_shown(max_results)}")
+
+
+def _shown(value: Any) -> str:
+    # A person's or a config file's value, cut short (it may be huge, deep or hold control characters).
+    if not isinstance(value, (str, int, float)) or value is None:
+        return f"a {type(value).__name__}" if value is not None else "null"
+    text = ascii(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _searxng_url(value: Any, key: str) -> str | None:
