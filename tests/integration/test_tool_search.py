@@ -130,6 +130,8 @@ def test_an_empty_query_and_a_query_that_finds_nothing_reach_the_model_plainly(
                 ToolCall("tool_search", {"query": "   "}, id="e1"),
                 ToolCall("tool_search", {"query": "zzyzx quasar"}, id="e2"),
                 ToolCall("tool_search", '{"query": ' + "[" * 3000, id="e3"),
+                ToolCall("tool_search", '{"query": "\\u0000rocket \\ud800launch"}', id="e4"),
+                ToolCall("tool_search", '"launch window"', id="e5"),
             ]
         )
     )
@@ -140,7 +142,12 @@ def test_an_empty_query_and_a_query_that_finds_nothing_reach_the_model_plainly(
     assert results["e1"].startswith("Error: tool_search: the query is empty")
     assert results["e2"].startswith("No tool matches 'zzyzx quasar'; no tools were added.")
     assert results["e3"].startswith("Error: tool_search: arguments")
-    assert api.workstream(ws_id)["expanded_tools"] == []
+    assert results["e4"].startswith("No tool matches")  # NUL and a lone surrogate: stored, searched, no crash
+    assert "- orbital_launch_window: " in results["e5"]  # a bare JSON string is the query
+    assert api.workstream(ws_id)["expanded_tools"] == sorted(
+        line[2:].split(":")[0] for line in results["e5"].splitlines()[1:]
+    )
+    _consistent(api.history(ws_id))
 
 
 def test_a_workstream_can_turn_search_off_or_on_and_bound_its_results(api, model, fake_tools, workdir):
