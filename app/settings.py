@@ -88,6 +88,13 @@ CHAT_PROVIDERS = ("openai", "anthropic")
 RERANK_PROVIDER = "rerank"  # a model definition that only reranks; it cannot hold a conversation
 ROLES = ("reranker",)
 
+# Tool search ([tools] search, search_threshold, search_max_results; a workstream's `tool_search`).
+TOOL_SEARCH_MODES = ("auto", "on", "off")  # auto: on when the workstream has more tools than the threshold
+DEFAULT_TOOL_SEARCH_THRESHOLD = 20
+DEFAULT_TOOL_SEARCH_MAX_RESULTS = 5
+TOOL_SEARCH_MAX_RESULTS_RANGE = (1, 50)
+MAX_TOOL_SEARCH_THRESHOLD = 100_000
+
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
@@ -177,8 +184,8 @@ class ToolSettings:
     allow_private_network: bool = False
     workspace_dir: str | None = None
     search: str = "auto"
-    search_threshold: int = 20
-    search_max_results: int = 5
+    search_threshold: int = DEFAULT_TOOL_SEARCH_THRESHOLD
+    search_max_results: int = DEFAULT_TOOL_SEARCH_MAX_RESULTS
     agent_max_turns: int = 0
     searxng_url: str | None = None  # web_search's backend; unset, the tool is not offered
     rerank_web_search: bool = True  # with a reranker selected, web_search reorders its results
@@ -298,6 +305,8 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
         raise SettingsError(f"[tools] timeout must be {MIN_TOOL_TIMEOUT}-{MAX_TOOL_TIMEOUT} s")
     if tools.truncation < 1024:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
+    keys = ("[tools] search", "[tools] search_threshold", "[tools] search_max_results")
+    check_tool_search(tools.search, tools.search_threshold, tools.search_max_results, keys)
     if tools.searxng_url is not None:
         tools = replace(tools, searxng_url=_searxng_url(tools.searxng_url, "[tools] searxng_url"))
     _check_rerank_keys(tools)
@@ -342,6 +351,32 @@ def rerank_url(base_url: str) -> str:
     """The endpoint itself: `.../rerank` as given, or a base URL with `/rerank` added."""
     url = base_url.rstrip("/")
     return url if url.endswith("/rerank") else f"{url}/rerank"
+
+
+def check_tool_search(mode: Any, threshold: Any, max_results: Any, keys: tuple[str, str, str]) -> None:
+    """`SettingsError` naming the key (`keys`: the mode's, the threshold's, max_results')
+    unless the three tool search values are usable (see TOOL_SEARCH_*)."""
+    if not isinstance(mode, str) or mode not in TOOL_SEARCH_MODES:
+        raise SettingsError(f"{keys[0]} must be one of {', '.join(TOOL_SEARCH_MODES)}, not {_shown(mode)}")
+    if not _is_whole(threshold) or not 0 <= threshold <= MAX_TOOL_SEARCH_THRESHOLD:
+        raise SettingsError(
+            f"{keys[1]} must be a whole number 0-{MAX_TOOL_SEARCH_THRESHOLD}, not {_shown(threshold)}"
+        )
+    low, high = TOOL_SEARCH_MAX_RESULTS_RANGE
+    if not _is_whole(max_results) or not low <= max_results <= high:
+        raise SettingsError(f"{keys[2]} must be a whole number {low}-{high}, not {_shown(max_results)}")
+
+
+def _shown(value: Any) -> str:
+    # A person's or a config file's value, cut short (it may be huge, deep or hold control characters).
+    if not isinstance(value, (str, int, float)) or value is None:
+        return f"a {type(value).__name__}" if value is not None else "null"
+    text = ascii(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _searxng_url(value: Any, key: str) -> str | None:

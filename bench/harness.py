@@ -21,13 +21,21 @@ PRODUCTION_TIMING = {
 
 
 @contextmanager
-def running_service(backend: str = "sqlite") -> Iterator[tuple[Services, Api, FakeModelServer]]:
+def running_service(
+    backend: str = "sqlite", config_toml: str = ""
+) -> Iterator[tuple[Services, Api, FakeModelServer]]:
+    """The service and its fake model; `config_toml` (with `{tmp}` for the run's folder) is its
+    config.toml when given."""
     # The tests' Redis address, or (nothing answering there) a private Redis for this run.
     private = start_private_redis_if_absent()
     try:
         with FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
             svc = Services(backend, Path(tmp), model.openai_base_url)
             svc.env.update(PRODUCTION_TIMING)
+            if config_toml:
+                config = Path(tmp) / "config.toml"
+                config.write_text(config_toml.replace("{tmp}", tmp))
+                svc.env["TURNSTONE_CONFIG"] = str(config)
             try:
                 svc.start()
                 yield svc, Api(svc.base_url, API_TOKEN), model

@@ -7,6 +7,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from app.engine.streaming import history_cursor
+from app.providers.content import SERVER_BLOCKS
 from app.runtime import Runtime
 from app.storage.models import Message
 from app.tools import images
@@ -29,6 +30,8 @@ def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
             if row.tool_calls:
                 entry["tool_calls"] = row.tool_calls
+            if row.server_blocks:
+                entry[SERVER_BLOCKS] = row.server_blocks
             out.append(entry)
         elif row.role == "tool":
             content = _tool_content(row.content or "")

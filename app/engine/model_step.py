@@ -14,6 +14,7 @@ from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer, StreamMark
 from app.events import EventType, Fence
 from app.providers import ModelError, stream_reply
+from app.providers.anthropic_format import referenced_tools
 from app.runtime import Runtime
 from app.settings import ModelSettings
 from app.storage.models import (
@@ -26,6 +27,7 @@ from app.storage.models import (
     WorkstreamState,
 )
 from app.storage.types import storable
+from app.tools import search_plan, tool_search
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
 from app.tools.pipeline import PreparedCall, prepare_call
@@ -38,6 +40,7 @@ class Reply:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[Any] = field(default_factory=list)  # providers' ToolCallRequest
+    server_blocks: list[dict[str, Any]] = field(default_factory=list)  # what the provider ran itself
     usage: dict[str, int] = field(default_factory=dict)
 
 
@@ -66,7 +69,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
             f"model {ws.model or rt.settings.default_model!r} is not configured: "
             "set TURNSTONE_MODEL (e.g. openai:gpt-4.1) or add [models.NAME] to config.toml",
         )
-    tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools)
+    search = search_plan.plan(rt.settings.tools, ws.tool_search, model)
+    tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools, search)
     system = prompt.build(prompt.PromptContext(ws, tools, rt.settings), rt.prompt_sections)
     history = conversation.for_model(system, rows)
     with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
@@ -119,6 +123,8 @@ def _stream(
                 reasoning.add(event.text)
             elif event.kind == "tool_call":
                 reply.tool_calls.append(event.tool_call)
+            elif event.kind == "server_block" and event.block is not None:
+                reply.server_blocks.append(dict(event.block))
             elif event.kind == "finish":
                 reply.usage = dict(event.usage)
             elif event.kind == "restart":  # the stream broke and is being asked for again
@@ -162,8 +168,10 @@ def _store_reply(
                 reasoning="".join(reply.reasoning) or None,
                 tool_calls=[_as_message_call(p, c) for p, c in prepared] or None,
                 usage=reply.usage or None,
+                server_blocks=reply.server_blocks or None,
             )
         )
+        _keep_found(s, ws, tools, reply, prepared)
         if not prepared:
             turns.end_turn(s, out, turn, end_as, fence=fence)
         else:
@@ -172,6 +180,18 @@ def _store_reply(
         turns.activate_next(rt, ws.id)
     elif not waiting:
         rt.queue.tool_batch(turn.id, step)
+
+
+def _keep_found(
+    s: Any, ws: Workstream, tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedCall, Any]]
+) -> None:
+    """The provider's own tool search found tools (it referenced them, or the model called
+    one): they join the workstream's expanded tools, as `tool_search` would add them."""
+    named = referenced_tools(reply.server_blocks) + [p.func_name for p, _c in prepared if p.error is None]
+    found = [name for name in named if tools.is_deferred(name)]
+    if found:
+        ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
+        s.add(ws)
 
 
 def _park_or_go(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from app.settings import Settings
 from app.storage.models import Workstream
+from app.tools.search_plan import CLIENT
 from app.tools.toolset import ToolSet
 
 
@@ -42,9 +43,10 @@ def hidden_tools(ctx: PromptContext) -> str | None:
     if not ctx.tools.deferred:
         return None
     count = len(ctx.tools.deferred)
+    how = "call tool_search with a few words saying" if ctx.tools.tier == CLIENT else "search for them by"
     return (
         f"{count} more tool{'s are' if count > 1 else ' is'} available but not listed; "
-        "search for them by what they do when the listed tools are not enough."
+        f"{how} what they do when the listed tools are not enough."
     )
 
 

@@ -15,6 +15,8 @@ from app.errors import BadRequestError, ConflictError, NotFoundError
 from app.previews import store as preview_store
 from app.runtime import Runtime
 from app.storage.models import CallStatus, Message, ToolCall, Turn, TurnStatus, Workstream
+from app.tools import search_plan
+from app.tools import toolset as toolsets
 
 
 def create(
@@ -23,6 +25,7 @@ def create(
     model: str | None = None,
     auto_approve: bool = False,
     working_dir: str | None = None,
+    tool_search: dict[str, Any] | None = None,
 ) -> Workstream:
     chosen = rt.settings.model(model)
     if model is not None and chosen is None:
@@ -30,6 +33,10 @@ def create(
         raise BadRequestError(f"model: {model!r} is not configured (configured: {known})", field="model")
     if model is not None and chosen is not None and not chosen.is_chat_model:
         raise BadRequestError(f"model: {model!r} only reranks; it cannot hold a conversation", field="model")
+    try:
+        search = search_plan.check_override(tool_search)
+    except search_plan.SearchOverrideError as exc:
+        raise BadRequestError(str(exc), field="tool_search") from None
     folder = os.path.abspath(os.path.expanduser(working_dir or rt.settings.working_dir))
     if not os.path.isdir(folder):
         raise BadRequestError(f"working_dir: {folder} is not a directory", field="working_dir")
@@ -40,6 +47,7 @@ def create(
         model=model,
         auto_approve=auto_approve,
         working_dir=folder,
+        tool_search=search,
     )
     with rt.db.session() as s:
         s.add(ws)
@@ -69,6 +77,7 @@ def summary(ws: Workstream) -> dict[str, Any]:
         "auto_approve": ws.auto_approve,
         "auto_approve_tools": list(ws.auto_approve_tools),
         "working_dir": ws.working_dir,
+        "tool_search": ws.tool_search,
         "state": ws.state,
         "active_turn_id": ws.active_turn_id,
         "created_at": ws.created_at.isoformat(),
@@ -107,7 +116,19 @@ def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
     out["pending_approvals"] = [call_store.item(r) for r in rows if r.status == CallStatus.PENDING]
     out["queued_messages"] = int(queued)
     out["usage"] = total_usage(dict(u) for u in usages if u)
+    out.update(tool_counts(rt, ws))
     return out
+
+
+def tool_counts(rt: Runtime, ws: Workstream) -> dict[str, Any]:
+    """What the workstream's model is offered: tools visible of all it could have, whether
+    tool search is on (and its tier), and the tools search has found so far."""
+    search = search_plan.plan(rt.settings.tools, ws.tool_search, rt.settings.model(ws.model))
+    tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools, search)
+    return {
+        "tools": {**tools.counts(), "search": tools.tier},
+        "expanded_tools": list(ws.expanded_tools),
+    }
 
 
 def total_usage(usages: Iterable[dict[str, int]]) -> dict[str, int]:

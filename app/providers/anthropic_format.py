@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.providers.content import split, text_of
+from app.providers.content import SERVER_BLOCKS, split, text_of
+
+# Anthropic's server-side BM25 tool search; offered whenever some tool is `defer_loading`.
+TOOL_SEARCH_TOOL = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+TOOL_SEARCH_BETA = "advanced-tool-use-2025-11-20"
 
 # Anthropic needs `tool_use.input` to be an object. Arguments that are not a
 # JSON object are kept, under this key, so the model still sees what it sent.
@@ -40,17 +44,26 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
 
 
 def convert_tools(tools: list[dict]) -> list[dict]:
+    """Anthropic tool definitions; deferred ones keep `defer_loading`, and bring the
+    server's tool search tool with them."""
     converted = []
     for tool in tools:
         function = tool["function"]
-        converted.append(
-            {
-                "name": function["name"],
-                "description": function.get("description", ""),
-                "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
-            }
-        )
+        entry = {
+            "name": function["name"],
+            "description": function.get("description", ""),
+            "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+        }
+        if tool.get("defer_loading"):
+            entry["defer_loading"] = True
+        converted.append(entry)
+    if any(t.get("defer_loading") for t in converted):
+        converted.append(dict(TOOL_SEARCH_TOOL))
     return converted
+
+
+def has_tool_search(tools: list[dict]) -> bool:
+    return any(t.get("type") == TOOL_SEARCH_TOOL["type"] for t in tools)
 
 
 def tool_input(arguments: str | None) -> dict[str, Any]:
@@ -73,7 +86,9 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
                 "content": _result_content(message.get("content"), supports_vision),
             }
         ]
-    blocks: list[dict] = []
+    # What the server ran itself (its tool search and the references it returned) goes
+    # back as it came, ahead of the text and the calls that followed from it.
+    blocks: list[dict] = [dict(b) for b in message.get(SERVER_BLOCKS) or []]
     text = text_of(message.get("content"))
     if text:  # the API rejects empty text blocks
         blocks.append({"type": "text", "text": text})
@@ -99,3 +114,15 @@ def _result_content(content: Any, supports_vision: bool) -> str | list[dict]:
         source = {"type": "base64", "media_type": image["media_type"], "data": image["data"]}
         blocks.append({"type": "image", "source": source})
     return blocks
+
+
+def referenced_tools(blocks: list[dict]) -> list[str]:
+    """The tool names a reply's tool search results reference (the tools it loaded)."""
+    names = []
+    for block in blocks:
+        content = block.get("content") if block.get("type") == "tool_search_tool_result" else None
+        references = content.get("tool_references") if isinstance(content, dict) else None
+        for ref in references if isinstance(references, list) else []:
+            if isinstance(ref, dict) and isinstance(ref.get("tool_name"), str):
+                names.append(ref["tool_name"])
+    return names

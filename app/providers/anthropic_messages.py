@@ -12,7 +12,14 @@ import anthropic
 import httpx2
 
 from app.providers import events
-from app.providers.anthropic_format import convert_messages, convert_tools, system_text
+from app.providers.anthropic_format import (
+    TOOL_SEARCH_BETA,
+    convert_messages,
+    convert_tools,
+    has_tool_search,
+    system_text,
+    tool_input,
+)
 from app.providers.base import (
     api_key_for,
     cached_client,
@@ -68,6 +75,8 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
         params["system"] = system
     if tools:
         params["tools"] = convert_tools(tools)
+        if has_tool_search(params["tools"]):
+            params["extra_headers"] = {"anthropic-beta": TOOL_SEARCH_BETA}
     return params
 
 
@@ -115,9 +124,19 @@ class _PartialToolUse:
     id: str
     name: str
     json_text: str = ""
+    server_block: dict[str, Any] | None = None  # a server_tool_use: the server runs it, we keep it
 
-    def complete(self) -> ToolCallRequest:
-        return ToolCallRequest(id=self.id, name=self.name, arguments=self.json_text or "{}")
+    def complete(self) -> ModelEvent:
+        if self.server_block is None:
+            return events.tool_call(
+                ToolCallRequest(id=self.id, name=self.name, arguments=self.json_text or "{}")
+            )
+        return events.server_block({**self.server_block, "input": tool_input(self.json_text)})
+
+
+# Blocks the client reads itself; any other block is the server's own (a server tool's
+# call or result) and is kept as it came, to be sent back.
+CLIENT_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
 
 
 def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent]:
@@ -133,10 +152,15 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         elif event.type == "content_block_start" and event.content_block.type == "tool_use":
             block = event.content_block
             tool_uses[event.index] = _PartialToolUse(id=block.id, name=block.name)
+        elif event.type == "content_block_start" and event.content_block.type == "server_tool_use":
+            block = _as_dict(event.content_block)
+            tool_uses[event.index] = _PartialToolUse(block["id"], block["name"], server_block=block)
+        elif event.type == "content_block_start" and event.content_block.type not in CLIENT_BLOCK_TYPES:
+            yield events.server_block(_as_dict(event.content_block))
         elif event.type == "content_block_delta":
             yield from _delta_events(event.index, event.delta, tool_uses)
         elif event.type == "content_block_stop" and event.index in tool_uses:
-            yield events.tool_call(tool_uses.pop(event.index).complete())
+            yield tool_uses.pop(event.index).complete()
         elif event.type == "message_delta":
             stop_reason = event.delta.stop_reason or stop_reason
             if event.usage is not None:
@@ -146,6 +170,13 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
     if not is_complete:
         raise AttemptFailedError(truncated_failure())
     yield events.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
+
+
+def _as_dict(block: Any) -> dict[str, Any]:
+    """A content block in its wire form (the SDK may not know the type: then a dict)."""
+    if isinstance(block, dict):
+        return dict(block)
+    return block.to_dict(mode="json")
 
 
 def _add_usage(usage: dict[str, int], reported: Any) -> None:

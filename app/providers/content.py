@@ -10,6 +10,8 @@ from typing import Any
 SENDABLE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 NO_VISION_NOTE = "not shown: the current model cannot view images"
 UNSENDABLE_NOTE = "not shown: {media_type} images cannot be sent to the model"
+# An assistant message's key for the blocks its provider ran itself (see ModelEvent "server_block").
+SERVER_BLOCKS = "server_blocks"
 
 
 def text_of(content: Any) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-EventKind = Literal["content", "reasoning", "tool_call", "restart", "finish"]
+EventKind = Literal["content", "reasoning", "tool_call", "server_block", "restart", "finish"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class ModelEvent:
     `usage` holds `input_tokens` and `output_tokens` when the server reported them,
     plus `cache_read_input_tokens` / `cache_creation_input_tokens` when it reported
     those (OpenAI's input count includes cached tokens; Anthropic's leaves them out).
-    An empty `usage` means the server reported none.
+    An empty `usage` means the server reported none. "server_block" carries a content
+    block the provider ran itself (`block`, in its wire form: Anthropic's tool search
+    call and result); it is stored with the reply and sent back as it came.
     """
 
     kind: EventKind
@@ -37,6 +39,7 @@ class ModelEvent:
     tool_call: ToolCallRequest | None = None
     finish_reason: str | None = None
     usage: Mapping[str, int] = field(default_factory=dict)
+    block: Mapping[str, Any] | None = None
 
 
 def content(text: str) -> ModelEvent:
@@ -57,3 +60,7 @@ def restart(reason: str) -> ModelEvent:
 
 def finish(reason: str | None, usage: Mapping[str, int]) -> ModelEvent:
     return ModelEvent(kind="finish", finish_reason=reason, usage=dict(usage))
+
+
+def server_block(block: Mapping[str, Any]) -> ModelEvent:
+    return ModelEvent(kind="server_block", block=dict(block))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.providers.content import split
+from app.providers.content import SERVER_BLOCKS, split
 
 
 def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dict]:
@@ -20,8 +20,8 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
             text, parts = split(message["content"], supports_vision)
             converted.append({**message, "content": text})
             images.extend(_image_parts(message["tool_call_id"], text, parts))
-        else:
-            converted.append(dict(message))
+        else:  # another provider's server blocks mean nothing here
+            converted.append({k: v for k, v in message.items() if k != SERVER_BLOCKS})
     if images:
         converted.append({"role": "user", "content": images})
     return converted

@@ -76,6 +76,8 @@ class Workstream(SQLModel, table=True):
         default_factory=list, sa_column=Column(SafeJSON, nullable=False, server_default="[]")
     )
     working_dir: str = Field(sa_column=Column(SafeText, nullable=False))
+    # Its own tool search settings ({"mode", "threshold", "max_results"}, each optional) over [tools]'.
+    tool_search: dict[str, Any] | None = Field(default=None, sa_column=Column(SafeJSON))
     state: str = Field(default=WorkstreamState.IDLE, max_length=16)
     active_turn_id: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
@@ -121,6 +123,9 @@ class Message(SQLModel, table=True):
     name: str | None = Field(default=None, max_length=200)
     is_error: bool = False
     usage: dict[str, int] | None = Field(default=None, sa_column=Column(SafeJSON))  # assistant: tokens
+    # assistant: blocks the provider ran itself (Anthropic's tool search and its tool references),
+    # sent back as they came on every later step.
+    server_blocks: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(SafeJSON))
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -81,6 +81,8 @@ def parse_arguments(raw: str | None, primary_key: str | None) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise ArgumentsError("arguments are nested too deeply") from None
     except json.JSONDecodeError as exc:
         if text[0] in "{[":
             value = _leading_object(text, exc)
@@ -101,6 +103,8 @@ def _leading_object(text: str, error: json.JSONDecodeError) -> Any:
     # Models sometimes add a stray brace or a remark after a complete object.
     try:
         value, _end = json.JSONDecoder().raw_decode(text)
+    except RecursionError:
+        raise ArgumentsError("arguments are nested too deeply") from None
     except json.JSONDecodeError:
         raise ArgumentsError(f"arguments are not valid JSON ({error}); send one JSON object") from None
     return value

@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from app.tools.tool_search import SOURCE as TOOL_SEARCH_SOURCE
 from app.tools.toolset import ToolSource
 
 
@@ -17,6 +18,8 @@ def load_sources(config: Mapping[str, Mapping[str, Any]]) -> list[ToolSource]:
     """One source per entry: `factory(name, options)` where options are the entry's other keys."""
     sources = []
     for name, entry in config.items():
+        if name == TOOL_SEARCH_SOURCE:
+            raise ToolSourceError(f"[tool_sources.{name}]: the name is taken by tool search; choose another")
         module_name, _, attr = str(entry["factory"]).partition(":")
         try:
             factory = getattr(importlib.import_module(module_name), attr)

@@ -1,4 +1,5 @@
-"""The tools one model step sees: the kind's built-ins, each tool source's catalog, the expanded set.
+"""The tools one model step sees: the kind's built-ins, each tool source's catalog, and
+(while tool search is on) which source tools are deferred and which expanded.
 
 A `ToolSource` is anything that finds tools while the service runs (an MCP
 server manager; a test's fake). It hands out `Catalog`s, each with a version; the
@@ -13,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from app.tools import search_plan, tool_search
+from app.tools.base import ToolContext
 from app.tools.tool import Tool, check_runtime_definition
 
 log = logging.getLogger(__name__)
@@ -46,23 +49,45 @@ class BuiltinLookup(Protocol):
 @dataclass
 class ToolSet:
     """What one model step offers: `visible` tools go to the model; `deferred` ones exist
-    (a call to one is refused until tool search brings it into view)."""
+    but wait for tool search. `tier` is the workstream's tool search tier while it is
+    active (None: every tool is visible). In the native tiers the deferred tools go to
+    the provider too, marked `defer_loading`, and a call to one is taken (the provider's
+    search found it); in the client tier a call to one is refused until `tool_search`
+    has brought it into view."""
 
     kind: str
     visible: list[Tool] = field(default_factory=list)
     deferred: list[Tool] = field(default_factory=list)
+    tier: str | None = None
 
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.visible}
+        self._native = self.tier in search_plan.NATIVE_TIERS
+        self._deferred = {t.name: t for t in self.deferred}
 
     def tool(self, name: str, kind: str | None = None) -> Tool | None:
-        return self._by_name.get(name)
+        found = self._by_name.get(name)
+        if found is None and self._native:
+            return self._deferred.get(name)
+        return found
+
+    def is_deferred(self, name: str) -> bool:
+        return name in self._deferred
 
     def offered_names(self, kind: str | None = None) -> list[str]:
         return [t.name for t in self.visible]
 
     def schemas(self, working_dir: str, workspace_dir: str | None) -> list[dict[str, Any]]:
-        return [t.schema(self.kind, working_dir, workspace_dir) for t in self.visible]
+        shown = [t.schema(self.kind, working_dir, workspace_dir) for t in self.visible]
+        if not self._native:
+            return shown
+        hidden = [t.schema(self.kind, working_dir, workspace_dir) for t in self.deferred]
+        return shown + [{**schema, "defer_loading": True} for schema in hidden]
+
+    def counts(self) -> dict[str, int]:
+        """Tools the model sees now and tools it could have (tool_search itself not counted)."""
+        visible = sum(1 for t in self.visible if t.source != tool_search.SOURCE)
+        return {"visible": visible, "total": visible + len(self.deferred)}
 
 
 def build(
@@ -70,17 +95,19 @@ def build(
     sources: Sequence[ToolSource],
     kind: str,
     expanded: Iterable[str] = (),
+    search: search_plan.SearchPlan | None = None,
 ) -> ToolSet:
     """The tool set of a workstream of `kind` whose tool search has expanded `expanded`.
 
-    A source tool whose definition says `defer` stays out of view unless it was
-    expanded; a source tool that clashes with a built-in or an earlier source's
-    tool, or whose definition a model would reject, is left out with a warning.
+    With `search` active for this many tools, the built-ins stay visible and every tool
+    from a source is deferred unless expanded (in the client tier `tool_search` joins
+    the visible ones while something is deferred). A source tool that clashes with a
+    built-in or an earlier source's tool, or whose definition a model would reject, is
+    left out with a warning.
     """
-    expanded = set(expanded)
-    visible = list(builtins.offered(kind))
-    deferred: list[Tool] = []
-    taken = {t.name for t in visible}
+    builtin = list(builtins.offered(kind))
+    found: list[Tool] = []
+    taken = {t.name for t in builtin}
     for source in sources:
         for tool in _catalog(source).tools:
             if not tool.definition.is_for_kind(kind):
@@ -89,9 +116,15 @@ def build(
                 log.warning("tool source %s: %s; not offered", source.name, problem)
                 continue
             taken.add(tool.name)
-            is_deferred = bool(tool.definition.meta.get("defer")) and tool.name not in expanded
-            (deferred if is_deferred else visible).append(tool)
-    return ToolSet(kind, visible, deferred)
+            found.append(tool)
+    if search is None or not search.is_active(kind, len(builtin) + len(found)):
+        return ToolSet(kind, builtin + found)
+    shown = set(expanded)
+    deferred = [t for t in found if t.name not in shown]
+    visible = builtin + [t for t in found if t.name in shown]
+    if deferred and search.tier == search_plan.CLIENT:
+        visible.append(tool_search.tool(_finder(builtins, sources)))
+    return ToolSet(kind, visible, deferred, search.tier)
 
 
 def resolve(
@@ -101,6 +134,8 @@ def resolve(
     if catalog_version is None:
         return builtins.tool(name, kind) or f"Error: tool {name} is not available to this workstream"
     source_name, _, version = catalog_version.partition(":")
+    if source_name == tool_search.SOURCE and name == tool_search.NAME:
+        return tool_search.tool(_finder(builtins, sources))
     source = next((s for s in sources if s.name == source_name), None)
     if source is None:
         return f"Error: tool {name} is gone: its source {source_name!r} is no longer configured"
@@ -112,6 +147,24 @@ def resolve(
             "(its tool list changed after this call was made)"
         )
     return tool
+
+
+def plan_for(ctx: ToolContext) -> search_plan.SearchPlan:
+    """The tool search plan of the workstream a call belongs to."""
+    override = ctx.workstream.tool_search if ctx.workstream is not None else None
+    return search_plan.plan(ctx.settings, override, ctx.model)
+
+
+def _finder(builtins: BuiltinLookup, sources: Sequence[ToolSource]) -> tool_search.Finder:
+    """How `tool_search` finds the deferred tools when it runs: the workstream's tool set
+    as of then (its sources' current lists, what it has expanded so far)."""
+
+    def find(ctx: ToolContext) -> tuple[Sequence[Tool], int]:
+        plan = plan_for(ctx)
+        expanded = ctx.workstream.expanded_tools if ctx.workstream is not None else []
+        return build(builtins, sources, ctx.kind, expanded, plan).deferred, plan.max_results
+
+    return find
 
 
 def _catalog(source: ToolSource) -> Catalog:

@@ -111,7 +111,18 @@ OPENAPI: dict[str, Any] = {
                         "type": "string",
                         "description": "an existing directory on the workers' machines (else 400)",
                     },
+                    "tool_search": _ref("ToolSearch"),
                 },
+            },
+            "ToolSearch": {
+                "type": "object",
+                "description": "this workstream's tool search settings over [tools]' (each optional)",
+                "properties": {
+                    "mode": {"enum": ["auto", "on", "off"]},
+                    "threshold": {"type": "integer", "minimum": 0, "maximum": 100000},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": 50},
+                },
+                "additionalProperties": False,
             },
             "Workstream": {
                 "type": "object",
@@ -143,6 +154,18 @@ OPENAPI: dict[str, Any] = {
                         },
                     },
                     "usage": _ref("Usage"),
+                    "tool_search": {"type": ["object", "null"]},
+                    "tools": {
+                        "type": "object",
+                        "description": "tools the model sees now, of all it could have; search: the "
+                        "tool search tier while it is on (client, anthropic, openai), else null",
+                        "properties": {
+                            "visible": {"type": "integer"},
+                            "total": {"type": "integer"},
+                            "search": {"type": ["string", "null"]},
+                        },
+                    },
+                    "expanded_tools": {"type": "array", "items": {"type": "string"}},
                 },
             },
             "Usage": {

@@ -45,7 +45,15 @@ def services(
     tmp_path_factory: pytest.TempPathFactory,
     model_server: FakeModelServer,  # noqa: F811 - the fixture, by name
 ) -> Iterator[Services]:
-    svc = Services("sqlite", tmp_path_factory.mktemp("service-browser"), model_server.openai_base_url)
+    tmp = tmp_path_factory.mktemp("service-browser")
+    svc = Services("sqlite", tmp, model_server.openai_base_url)
+    # A tool source the tool search tests fill (tests.fakes.tool_source); empty, it adds nothing.
+    config = tmp / "config.toml"
+    config.write_text(
+        '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
+        f'path = "{tmp / "fake-tools.json"}"\n'
+    )
+    svc.env["TURNSTONE_CONFIG"] = str(config)
     try:
         svc.start()
         yield svc

@@ -58,6 +58,16 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ServerToolSearch:
+    """Anthropic's server-side tool search, as the fake runs it: the query it searched
+    and the deferred tools it found (their references come back in the reply)."""
+
+    query: str
+    found: list[str] = field(default_factory=list)
+    id: str | None = None
+
+
+@dataclass(frozen=True)
 class Reply:
     """One scripted answer: text (in `chunks` if given), reasoning, tool calls, or an error.
 
@@ -87,6 +97,7 @@ class Reply:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int = 0
+    tool_search: ServerToolSearch | None = None  # Anthropic wire only: its blocks come first
 
     def __post_init__(self) -> None:
         if self.break_how not in BREAK_KINDS:
@@ -404,6 +415,8 @@ def _anthropic_blocks(reply: Reply) -> list[tuple[dict, list[dict | None]]]:
         ]
         deltas.append({"type": "signature_delta", "signature": "fake-signature"})
         blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, deltas))
+    if reply.tool_search is not None:
+        blocks.extend(_tool_search_blocks(reply.tool_search))
     if reply.text_pieces():
         text: list[dict | None] = [{"type": "text_delta", "text": p} for p in reply.sent_pieces()]
         if reply.break_after is not None:
@@ -414,6 +427,22 @@ def _anthropic_blocks(reply: Reply) -> list[tuple[dict, list[dict | None]]]:
         pieces = _split(call.arguments_text(), ARGUMENT_PIECES)
         blocks.append((opening, [{"type": "input_json_delta", "partial_json": p} for p in pieces]))
     return blocks
+
+
+def _tool_search_blocks(search: ServerToolSearch) -> list[tuple[dict, list[dict | None]]]:
+    """The server tool's call (its input streamed like a tool_use's) and its result, whole."""
+    use_id = search.id or f"srvtoolu_{uuid.uuid4().hex[:16]}"
+    call = {"type": "server_tool_use", "id": use_id, "name": "tool_search_tool_bm25", "input": {}}
+    pieces = _split(json.dumps({"query": search.query}), ARGUMENT_PIECES)
+    result = {
+        "type": "tool_search_tool_result",
+        "tool_use_id": use_id,
+        "content": {
+            "type": "tool_search_tool_search_result",
+            "tool_references": [{"type": "tool_reference", "tool_name": name} for name in search.found],
+        },
+    }
+    return [(call, [{"type": "input_json_delta", "partial_json": p} for p in pieces]), (result, [])]
 
 
 def _error_body(wire: str, status: int, message: str, reply: Reply) -> dict[str, Any]:

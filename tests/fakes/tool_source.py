@@ -5,7 +5,6 @@ Configured as `[tool_sources.NAME] factory = "tests.fakes.tool_source:create"` w
 
     {"name": ..., "description": ..., "parameters": {...},   # the definition
      "approval": true,      # prepare asks a person (default true)
-     "defer": false,        # kept out of view until expanded
      "waits": false,        # execute ends `waiting`; the test finishes the call
      "breaks": false}       # execute returns what no handler may (an engine-path failure)
 
@@ -48,12 +47,10 @@ class FileToolSource:
         return Catalog(version, tuple(self._tool(spec, version) for spec in json.loads(text)))
 
     def _tool(self, spec: dict[str, Any], version: str) -> Tool:
-        meta = {"defer": True} if spec.get("defer") else {}
         definition = ToolDefinition(
             spec["name"],
             spec.get("description", "A tool for tests."),
             spec.get("parameters", {"type": "object", "properties": {}}),
-            meta,
         )
         return Tool(definition, _Handler(spec, version), source=self.name, version=version)
 

@@ -72,6 +72,10 @@ def services(
         "[models.vision.capabilities]\nsupports_vision = true\n"
         # and one with no key anywhere: its turns must end with an error that says what to set
         '[models.keyless]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "TJ_TEST_UNSET_KEY"\n'
+        # an Anthropic-format model whose provider runs tool search itself
+        f'[models.claude_search]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
+        f'base_url = "{model_server.anthropic_base_url}"\n'
+        "[models.claude_search.capabilities]\nsupports_tool_search = true\n"
         # a tool source found at runtime, as an MCP server would be (tests write its file)
         '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
         f'path = "{tmp / "fake-tools.json"}"\n'

@@ -9,6 +9,7 @@ from app.tools import toolset
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.pipeline import ArgumentsError, execute_call, parse_arguments, prepare_call
 from app.tools.registry import build_registry
+from app.tools.search_plan import SearchPlan
 from app.tools.tool import TASK, Tool, ToolDefinition
 from app.tools.toolset import Catalog
 
@@ -68,10 +69,11 @@ def test_a_source_tool_is_offered_after_the_builtins_with_its_catalog_version():
 
 
 def test_a_deferred_tool_is_offered_only_to_the_workstream_that_expanded_it():
-    source = Source(tool("rare", defer=True))
+    source = Source(tool("rare"))
     registry = build_registry()
-    expanded = toolset.build(registry, [source], "interactive", expanded=["rare"])
-    other = toolset.build(registry, [source], "interactive")
+    search = SearchPlan(mode="on", threshold=20, max_results=5)
+    expanded = toolset.build(registry, [source], "interactive", expanded=["rare"], search=search)
+    other = toolset.build(registry, [source], "interactive", search=search)
     assert "rare" in names(expanded.visible)
     assert "rare" not in names(other.visible) and names(other.deferred) == ["rare"]
     ctx = ToolContext("ws", "/tmp")

@@ -24,6 +24,7 @@ export class ToolCard {
     this.name = h("span", { class: "tool-name" }, "tool");
     this.header = h("code", { class: "card-header" });
     this.chip = h("span", { class: "chip" });
+    this.foundBadge = h("span", { class: "found-badge", hidden: true }, "found by tool search");
     this.preview = h("pre", { class: "card-preview", hidden: true });
     this.problem = h("div", { class: "card-problem", hidden: true });
     this.clipped = h("div", { class: "card-clipped", hidden: true });
@@ -49,7 +50,7 @@ export class ToolCard {
     this.el = h(
       "div",
       { class: "card", tabindex: "0", "data-call-id": this.callId, "data-status": "unknown" },
-      h("div", { class: "card-head" }, this.name, this.header, this.chip),
+      h("div", { class: "card-head" }, this.name, this.header, this.foundBadge, this.chip),
       this.preview,
       this.problem,
       this.clipped,
@@ -58,6 +59,12 @@ export class ToolCard {
       this.decision,
     );
     this.setStatus("unknown");
+  }
+
+  // A tool the model could call only once tool search had found it (the workstream's expanded tools).
+  setFound(found) {
+    this.foundBadge.hidden = !found;
+    this.el.classList.toggle("is-found", found);
   }
 
   setStatus(status) {

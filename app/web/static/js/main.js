@@ -14,6 +14,7 @@ const view = new WorkstreamView(
     transcript: $("transcript"),
     title: $("ws-title"),
     meta: $("ws-meta"),
+    tools: $("ws-tools"),
     state: $("ws-state"),
     conn: $("conn"),
     cancel: $("cancel-turn"),

@@ -23,6 +23,7 @@ export class Transcript {
     this.stateEvents = 0;
     this.turns = new Map();
     this.cards = new Map();
+    this.found = new Set();
     this.root.replaceChildren();
   }
 
@@ -133,6 +134,12 @@ export class Transcript {
     step.usageEl.hidden = !step.usage;
     step.usageEl.textContent = step.usage ? describeUsage(step.usage) : "";
     if (stick) this.scrollToBottom();
+  }
+
+  // The tools tool search has found for this workstream: their cards say so.
+  setFound(names) {
+    this.found = new Set(names || []);
+    for (const card of this.cards.values()) card.setFound(this.found.has(card.name.textContent));
   }
 
   card(turn, stepN, callId) {

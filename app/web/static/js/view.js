@@ -44,6 +44,7 @@ export class WorkstreamView {
     this.stream = null;
     this.wsId = null;
     this.transcript.reset();
+    this.els.tools.hidden = true;
     this.updatePending();
   }
 
@@ -69,6 +70,7 @@ export class WorkstreamView {
     const describe = await api.describe(wsId);
     if (wsId !== this.wsId) return;
     this.transcript.loadPending(describe);
+    this.showTools(describe);
     this.turnId = describe.active_turn_id;
     if (!this.transcript.stateEvents) this.setState(describe.state);
     this.updatePending();
@@ -83,6 +85,28 @@ export class WorkstreamView {
     // cannot stop the queued turn that starts next.
     if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;
     if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change)$/.test(e.type)) this.updatePending();
+    if (/^(approve_request|tool_info|tool_result)$/.test(e.type)) this.transcript.setFound(this.transcript.found);
+    // A step may have found tools (tool search, or the provider's own): counts and cards follow.
+    if (e.type === "state_change") this.refreshTools();
+  }
+
+  async refreshTools() {
+    const wsId = this.wsId;
+    if (!wsId) return;
+    const describe = await api.describe(wsId).catch((err) => this.failed(err));
+    if (describe && wsId === this.wsId) this.showTools(describe);
+  }
+
+  // The header's "tools visible/total" and the cards of tools that tool search found.
+  showTools(describe) {
+    const tools = describe.tools;
+    this.els.tools.hidden = !tools;
+    if (!tools) return;
+    this.els.tools.textContent = `tools ${tools.visible}/${tools.total}`;
+    this.els.tools.title = tools.search
+      ? `${tools.visible} of ${tools.total} tools are offered to the model; tool search (${tools.search}) finds the rest`
+      : `all ${tools.total} tools are offered to the model`;
+    this.transcript.setFound(describe.expanded_tools);
   }
 
   // The server sends `replay_truncated` and then what the log still holds. If that
