@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.tools.tool import Tool, check_runtime_definition
+from app.tools.tool import TASK, Tool, check_runtime_definition
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ def build(
     A source tool whose definition says `defer` stays out of view unless it was
     expanded; a source tool that clashes with a built-in or an earlier source's
     tool, or whose definition a model would reject, is left out with a warning.
+    A task sub-agent gets every source tool, in view: it has no tool search.
     """
     expanded = set(expanded)
     visible = list(builtins.offered(kind))
@@ -83,13 +84,15 @@ def build(
     taken = {t.name for t in visible}
     for source in sources:
         for tool in _catalog(source).tools:
-            if not tool.definition.is_for_kind(kind):
+            if kind != TASK and not tool.definition.is_for_kind(kind):
                 continue
             if problem := _refusal(tool, taken):
                 log.warning("tool source %s: %s; not offered", source.name, problem)
                 continue
             taken.add(tool.name)
-            is_deferred = bool(tool.definition.meta.get("defer")) and tool.name not in expanded
+            is_deferred = (
+                kind != TASK and bool(tool.definition.meta.get("defer")) and tool.name not in expanded
+            )
             (deferred if is_deferred else visible).append(tool)
     return ToolSet(kind, visible, deferred)
 
