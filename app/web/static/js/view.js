@@ -77,7 +77,7 @@ export class WorkstreamView {
     // Cancel names the turn it means, so a click that lands as that turn ends
     // cannot stop the queued turn that starts next.
     if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;
-    if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change)$/.test(e.type)) this.updatePending();
+    if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change|subagent)$/.test(e.type)) this.updatePending();
   }
 
   // The server sends `replay_truncated` and then what the log still holds. If that
