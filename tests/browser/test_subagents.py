@@ -65,7 +65,7 @@ def test_a_sub_agent_is_followed_and_approved_from_the_parent_page(
     expect(live).to_contain_text("part11")
     expect(panel.locator("summary .badge")).to_have_text("idle")
     expect(parent_card).to_have_attribute("data-status", "done")
-    expect(parent_card.locator(".card-output")).to_contain_text("notes.txt is written")
+    expect(parent_card.locator(":scope > .card-output")).to_contain_text("notes.txt is written")
     expect(answer(page).last).to_have_text("The helper wrote notes.txt.")
     expect(page.locator("#ws-state")).to_have_text("idle")
     expect(page.locator("#pending-bar")).to_be_hidden()
