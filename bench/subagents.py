@@ -27,7 +27,7 @@ CHILDREN = 10
 CHILD_SECONDS = 1.0  # each child's answer: 10 chunks, 0.1 s apart
 
 
-def timed_turn(api, sock: EventSocket, ws_id: str, replies: list[tuple[Reply, str | None]], model) -> float:  # type: ignore[no-untyped-def]
+def timed_turn(api, sock: EventSocket, ws_id: str, replies: list[tuple[Reply, str | None]], model) -> float:
     for reply, match in replies:
         model.enqueue(reply, match=match)
     start = time.perf_counter()
@@ -60,7 +60,7 @@ def fan_out(n: int) -> list[tuple[Reply, str | None]]:
     return [(Reply(tool_calls=calls), None), *children, (Reply(text="all reported"), None)]
 
 
-def child_starts(model, n: int) -> list[float]:  # type: ignore[no-untyped-def]
+def child_starts(model, n: int) -> list[float]:
     starts = []
     for request in model.history:
         users = [m for m in (request.body or {}).get("messages") or [] if m.get("role") == "user"]
@@ -69,7 +69,7 @@ def child_starts(model, n: int) -> list[float]:  # type: ignore[no-untyped-def]
     return starts
 
 
-def second_worker(svc) -> None:  # type: ignore[no-untyped-def]
+def second_worker(svc) -> None:
     from app import presence
 
     name = f"bench2-{os.getpid()}@bench"

@@ -67,7 +67,7 @@ def requests_with(model, marker: str) -> list:
 
 
 def test_one_sub_agent_answers_its_parent_and_is_followed_from_the_parent_stream(
-    api, model, open_socket, workdir
+    api, model, open_socket, workdir, task_queue
 ):
     ws_id = api.create_workstream(working_dir=str(workdir))
     sock = open_socket(ws_id)
@@ -113,6 +113,14 @@ def test_one_sub_agent_answers_its_parent_and_is_followed_from_the_parent_stream
     ]
     refused = api.http.post(f"/v1/api/workstreams/{child_id}/send", json={"message": "more"})
     assert refused.status_code == 409 and "sub-agent" in refused.json()["error"]
+    # a redelivered finish (the fan-in's message sent again) changes nothing
+    before = api.history(ws_id)
+    task_queue.finish_call(turn_id, "t1", "a late repeat")
+    model.enqueue(Reply(text="next"))
+    api.send(ws_id, "and then?")  # a later turn runs after the repeat was handled
+    api.wait_idle(ws_id)
+    assert api.history(ws_id)[: len(before)] == before
+    assert "a late repeat" not in str(api.history(ws_id))
 
 
 def test_three_sub_agents_of_one_batch_run_at_the_same_time(api, model, open_socket, workdir):
