@@ -66,7 +66,7 @@ class Workstream(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=32)
     name: str = Field(max_length=200)
     kind: str = Field(default="interactive", max_length=32)
-    parent_id: str | None = Field(default=None, max_length=32)
+    parent_id: str | None = Field(default=None, max_length=32, index=True)
     model: str | None = Field(default=None, max_length=200)
     auto_approve: bool = False
     auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))

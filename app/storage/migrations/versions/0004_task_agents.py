@@ -23,6 +23,7 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("task_is_error", sa.Boolean(), nullable=False, server_default=sa.false())
         )
+        batch_op.create_index("ix_workstreams_parent_id", ["parent_id"])
         batch_op.create_index("ix_workstreams_parent_turn_id", ["parent_turn_id"])
         batch_op.create_unique_constraint("uq_workstreams_parent_call_row", ["parent_call_row"])
 
@@ -31,6 +32,7 @@ def downgrade() -> None:
     with op.batch_alter_table("workstreams", schema=None) as batch_op:
         batch_op.drop_constraint("uq_workstreams_parent_call_row", type_="unique")
         batch_op.drop_index("ix_workstreams_parent_turn_id")
+        batch_op.drop_index("ix_workstreams_parent_id")
         batch_op.drop_column("task_is_error")
         batch_op.drop_column("task_output")
         batch_op.drop_column("parent_call_row")
