@@ -44,8 +44,8 @@ PASSING_FAULTS = (sa_exc.OperationalError, sa_exc.InterfaceError, redis.RedisErr
 
 
 def record_end(s: Session, out: Outbox, turn: Turn, status: str, error: str | None) -> None:
-    """Inside the transaction that ends `turn`: a child records its answer; every ended turn
-    has its own running children stopped once the end is committed."""
+    """Inside the transaction that ends `turn`: a child records its answer; a turn that
+    started children has those still running stopped once the end is committed."""
     ws = s.get(Workstream, turn.ws_id)
     if ws is not None and ws.kind == TASK and ws.parent_call_row is not None:
         output, is_error = _answer(s, turn, status, error)
@@ -56,8 +56,9 @@ def record_end(s: Session, out: Outbox, turn: Turn, status: str, error: str | No
         )
         child_id = ws.id
         out.after(lambda rt: _quietly(rt, "delivering the answer of sub-agent", child_id, deliver))
-    turn_id = turn.id
-    out.after(lambda rt: _quietly(rt, "stopping the sub-agents of turn", turn_id, stop_children))
+    if s.exec(select(Workstream.id).where(Workstream.parent_turn_id == turn.id).limit(1)).first():
+        turn_id = turn.id
+        out.after(lambda rt: _quietly(rt, "stopping the sub-agents of turn", turn_id, stop_children))
 
 
 def _answer(s: Session, turn: Turn, status: str, error: str | None) -> tuple[str, bool]:
