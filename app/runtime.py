@@ -28,17 +28,20 @@ class Runtime:
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
+        from app.engine.child_events import FamilyEventLog
         from app.engine.prompt import SECTIONS
         from app.tools.fetch import Fetcher
         from app.tools.registry import build_registry
         from app.tools.sources import load_sources
 
         client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
+        db = Database(settings.database_url)
+        events = FamilyEventLog.with_links(client, settings, db)  # a sub-agent's reach its parent too
         return cls(
             settings=settings,
-            db=Database(settings.database_url),
+            db=db,
             redis=client,
-            events=EventLog.from_settings(client, settings),
+            events=events,
             queue=TaskQueue(make_celery(settings)),
             registry=build_registry(settings=settings.tools),
             tool_sources=load_sources(settings.tool_sources),

@@ -270,10 +270,20 @@ def announce(rt: Runtime, row: ToolCall, fence: Fence | None = None, out: Outbox
 # -- calls that finish later -------------------------------------------------------------
 
 
-def finish_waiting(rt: Runtime, turn_id: str, call_id: str, output: str, is_error: bool = False) -> bool:
+def finish_waiting(
+    rt: Runtime,
+    turn_id: str,
+    call_id: str,
+    output: str,
+    is_error: bool = False,
+    status: CallStatus = CallStatus.DONE,
+) -> bool:
     """Whatever a waiting call waited for has ended: store its result, and when it was the
     batch's last waiting call, hand the batch back to a worker. False when the call was not
-    waiting (finished already, or cancelled): a repeat changes nothing."""
+    waiting (finished already, or cancelled): a repeat changes nothing.
+
+    A call still `running` is finished too: what it started (a sub-agent) may end before
+    its batch has recorded the wait; the batch then finds it done and goes on."""
     with rt.db.session() as s:
         known = s.get(Turn, turn_id)
     if known is None:
@@ -287,10 +297,10 @@ def finish_waiting(rt: Runtime, turn_id: str, call_id: str, output: str, is_erro
             select(ToolCall).where(
                 ToolCall.turn_id == turn_id,
                 ToolCall.call_id == call_id,
-                ToolCall.status == CallStatus.WAITING,
+                col(ToolCall.status).in_([CallStatus.WAITING, CallStatus.RUNNING]),
             )
         ).first()
-        if row is None or not finish(s, row, output, is_error, leaving=[CallStatus.WAITING]):
+        if row is None or not finish(s, row, output, is_error, status, [CallStatus(row.status)]):
             return False
         announce(rt, row, out=out)
         resumed = not has_waiting(s, turn_id, row.step) and resume(rt, s, turn_id)

@@ -7,6 +7,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from app.engine.streaming import history_cursor
+from app.engine.subagents import tag_history
 from app.providers.content import SERVER_BLOCKS
 from app.runtime import Runtime
 from app.storage.models import Message
@@ -78,4 +79,6 @@ def history(rt: Runtime, ws_id: str) -> dict[str, Any]:
     cursor = history_cursor(rt, ws_id)  # read before the messages
     with rt.db.reader() as s:
         rows = messages(s, ws_id)
-    return {"ws_id": ws_id, "last_event_id": cursor, "messages": [as_history(r) for r in rows]}
+        entries = [as_history(r) for r in rows]
+        tag_history(s, ws_id, entries)
+    return {"ws_id": ws_id, "last_event_id": cursor, "messages": entries}

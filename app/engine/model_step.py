@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine import calls, conversation, prompt, turns
+from app.engine import calls, conversation, prompt, subagents, turns
 from app.engine.cancellation import CancelCheck
 from app.engine.leases import fenced
 from app.engine.outbox import Outbox, ordered
@@ -71,8 +71,13 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         )
     search = search_plan.plan(rt.settings.tools, ws.tool_search, model)
     tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools, search)
+    last_step = subagents.last_step_notice(rt.settings, ws, step)  # a bounded sub-agent's answer
+    if last_step:
+        tools = subagents.last_step_tools(tools, model)
     system = prompt.build(prompt.PromptContext(ws, tools, rt.settings), rt.prompt_sections)
     history = conversation.for_model(system, rows)
+    if last_step:
+        history.append({"role": "user", "content": last_step})
     with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
         try:
             schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
@@ -82,6 +87,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
             publish(EventType.STREAM_END, step=step)
             return _fail(rt, ws.id, fence, str(exc))
         publish(EventType.STREAM_END, step=step, usage=reply.usage or None)
+        if last_step:
+            reply.tool_calls = []  # asked for its answer: any call now is not run
         if cancelled():  # keep what was said; calls it had begun to ask for are dropped
             return _store_reply(rt, fence, ws, tools, reply, step, TurnStatus.CANCELLED)
         _store_reply(rt, fence, ws, tools, reply, step)

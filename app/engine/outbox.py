@@ -5,13 +5,14 @@ visible (a client approving the call an `approve_request` names, and told it is 
 pending); events sent after it could be overtaken by the next transition's, sent by
 another process (an `approval_resolved` before the `attention` it resolves). So each
 transition of a workstream holds that workstream's ordering lock from before its
-transaction until its events are out.
+transaction until its events are out. What the transition sets going elsewhere (a
+sub-agent's end finishing its parent's call) runs once the lock is released.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,15 +32,21 @@ ORDER_LOCK_SECONDS = 10.0
 
 @dataclass
 class Outbox:
-    """The events of one transition, sent once it has committed."""
+    """The events of one transition, sent once it has committed; then its `after` actions."""
 
     ws_id: str
     events: list[tuple[str, str | None, Fence | None, dict[str, Any]]] = field(default_factory=list)
+    actions: list[Callable[[Runtime], None]] = field(default_factory=list)
 
     def add(
         self, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
     ) -> None:
         self.events.append((type_, turn_id, fence, fields))
+
+    def after(self, action: Callable[[Runtime], None]) -> None:
+        """Run `action(rt)` once the transition has committed, its events are out and the
+        workstream's ordering lock is released (it may take another workstream's)."""
+        self.actions.append(action)
 
 
 @contextmanager
@@ -51,8 +58,8 @@ def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
     held = lock.acquire()
     if not held:
         log.warning("workstream %s: ordering lock not had in %s s; going on", ws_id, ORDER_LOCK_SECONDS)
+    box = Outbox(ws_id)
     try:
-        box = Outbox(ws_id)
         yield box
         for type_, turn_id, fence, fields in box.events:
             rt.events.publish(ws_id, type_, turn_id=turn_id, fence=fence, **fields)
@@ -62,3 +69,5 @@ def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
                 lock.release()
             except redis.exceptions.LockError:  # expired meanwhile: someone else may hold it now
                 log.warning("workstream %s: ordering lock expired before its events were out", ws_id)
+    for action in box.actions:
+        action(rt)

@@ -50,7 +50,17 @@ def hidden_tools(ctx: PromptContext) -> str | None:
     )
 
 
-SECTIONS: tuple[Section, ...] = (identity, working_directory, hidden_tools)
+def sub_agent(ctx: PromptContext) -> str | None:
+    if ctx.workstream.kind != "task":
+        return None
+    return (
+        "You are a sub-agent: another agent handed you the task in the user message. Nobody "
+        "will answer questions, so work on your own until the task is done. Your final reply "
+        "is all the other agent gets back: make it a complete, self-contained answer."
+    )
+
+
+SECTIONS: tuple[Section, ...] = (identity, working_directory, hidden_tools, sub_agent)
 
 
 def build(ctx: PromptContext, sections: Sequence[Section] = SECTIONS) -> str:

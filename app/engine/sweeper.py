@@ -8,7 +8,7 @@ import logging
 from sqlalchemy import or_, update
 from sqlmodel import col, select
 
-from app.engine import calls
+from app.engine import calls, fanin
 from app.engine.approvals import Decision, decide
 from app.engine.turns import activate_next
 from app.errors import ConflictError
@@ -27,6 +27,7 @@ def sweep(rt: Runtime) -> int:
         return 0
     try:
         requeued = requeue_stale(rt)
+        fanin.sweep(rt)  # before resuming: a delivered answer may be a batch's last wait
         resume_finished_waits(rt)
         start_orphaned_turns(rt)
         time_out_approvals(rt)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sqlmodel import Session
 
-from app.engine import calls, turns
+from app.engine import calls, subagents, turns
 from app.engine.cancellation import CancelCheck
 from app.engine.leases import fenced
 from app.engine.outbox import ordered
@@ -150,6 +150,7 @@ def _context(
         db=rt.db,
         publish=publish,
         fetcher=rt.fetcher,
+        start_task=lambda prompt: subagents.start(rt, ws, fence.turn_id, row, prompt),
     )
 
 

@@ -8,8 +8,9 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from app.engine import fanin
 from app.engine.outbox import Outbox, ordered
-from app.errors import NotFoundError, PayloadTooLargeError
+from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.runtime import Runtime
 from app.storage.models import (
@@ -45,8 +46,11 @@ def send(
         return earlier
     try:
         with rt.db.session() as s:
-            if s.get(Workstream, ws_id) is None:
+            ws = s.get(Workstream, ws_id)
+            if ws is None:
                 raise NotFoundError(f"no workstream {ws_id}")
+            if ws.parent_call_row is not None:  # its one turn is its parent's task
+                raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
             turn = Turn(
                 id=new_id(), ws_id=ws_id, message=message, origin=origin, idempotency_key=idempotency_key
             )
@@ -145,6 +149,7 @@ def end_turn(
     if status == TurnStatus.CANCELLED:
         out.add(EventType.CANCELLED, turn_id=turn.id, fence=fence)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
+    fanin.record_end(s, out, turn, status, error)
     return state
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import delete as delete_rows
 from sqlmodel import col, func, select
 
 from app.engine import calls as call_store
+from app.engine import subagents
 from app.engine.turns import new_id
 from app.errors import BadRequestError, ConflictError, NotFoundError
 from app.previews import store as preview_store
@@ -97,6 +98,7 @@ def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
             .select_from(Turn)
             .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
         ).one()
+        child_pending = subagents.pending_items(s, ws_id)
         usages = s.exec(
             select(Message.usage).where(
                 Message.ws_id == ws_id, Message.role == "assistant", col(Message.usage).is_not(None)
@@ -114,6 +116,7 @@ def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
         else None
     )
     out["pending_approvals"] = [call_store.item(r) for r in rows if r.status == CallStatus.PENDING]
+    out["pending_approvals"] += child_pending  # its sub-agents' calls are decided here too
     out["queued_messages"] = int(queued)
     out["usage"] = total_usage(dict(u) for u in usages if u)
     out.update(tool_counts(rt, ws))

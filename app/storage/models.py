@@ -66,7 +66,7 @@ class Workstream(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=32)
     name: str = Field(max_length=200)
     kind: str = Field(default="interactive", max_length=32)
-    parent_id: str | None = Field(default=None, max_length=32)
+    parent_id: str | None = Field(default=None, max_length=32, index=True)
     model: str | None = Field(default=None, max_length=200)
     auto_approve: bool = False
     auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
@@ -82,6 +82,14 @@ class Workstream(SQLModel, table=True):
     active_turn_id: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # A task sub-agent (kind `task`): the parent's turn and `task_agent` call it answers
+    # (`parent_call_row` is that call's row: one child per call, whatever redelivers),
+    # and, once its turn has ended, the answer recorded for that call (the fan-in).
+    parent_turn_id: str | None = Field(default=None, max_length=32, index=True)
+    parent_call_id: str | None = Field(default=None, max_length=200)
+    parent_call_row: int | None = Field(default=None, unique=True)
+    task_output: str | None = Field(default=None, sa_column=Column(SafeText))
+    task_is_error: bool = False
 
 
 class Turn(SQLModel, table=True):

@@ -122,12 +122,24 @@ def default_handlers() -> dict[str, ToolHandler]:
         open_preview,
         read_file,
         search,
+        task_agent,
         web_fetch,
         web_search,
         write_file,
     )
 
-    modules = (bash, read_file, write_file, edit_file, diff_file, search, web_fetch, web_search, open_preview)
+    modules = (
+        bash,
+        read_file,
+        write_file,
+        edit_file,
+        diff_file,
+        search,
+        web_fetch,
+        web_search,
+        open_preview,
+        task_agent,
+    )
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from app.tools import search_plan, tool_search
 from app.tools.base import ToolContext
-from app.tools.tool import Tool, check_runtime_definition
+from app.tools.tool import TASK, Tool, check_runtime_definition
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +104,14 @@ def build(
     the visible ones while something is deferred). A source tool that clashes with a
     built-in or an earlier source's tool, or whose definition a model would reject, is
     left out with a warning.
+    A task sub-agent gets every source tool, in view: it has no tool search.
     """
     builtin = list(builtins.offered(kind))
     found: list[Tool] = []
     taken = {t.name for t in builtin}
     for source in sources:
         for tool in _catalog(source).tools:
-            if not tool.definition.is_for_kind(kind):
+            if kind != TASK and not tool.definition.is_for_kind(kind):
                 continue
             if problem := _refusal(tool, taken):
                 log.warning("tool source %s: %s; not offered", source.name, problem)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.engine import approvals, cancel, turns
+from app.engine import approvals, cancel, fanin, subagent_decisions, turns
 from app.errors import BadRequestError
 from app.runtime import Runtime
-from app.settings import MAX_NAME_CHARS
+from app.settings import MAX_ID_CHARS, MAX_NAME_CHARS
 from app.web.requests import field
 
 # 1-200 printable ASCII characters: what fits the stored column and any HTTP header.
@@ -45,9 +45,11 @@ def approve(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int
         call_id=field(body, "call_id", str, max_chars=MAX_NAME_CHARS),
         by=by,
     )
-    return 200, approvals.decide(rt, ws_id, decision).as_dict()
+    child = field(body, "child_ws_id", str, max_chars=MAX_ID_CHARS)
+    return 200, subagent_decisions.decide(rt, ws_id, decision, child).as_dict()
 
 
 def cancel_turn(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:
     turn_id = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str, max_chars=MAX_NAME_CHARS))
+    fanin.stop_children(rt, turn_id, by=by)  # now, not when the turn's running batch ends
     return 202, {"turn_id": turn_id, "cancel_requested": True}

@@ -189,6 +189,11 @@ OPENAPI: dict[str, Any] = {
                     "needs_approval": {"type": "boolean"},
                     "error": {"type": ["string", "null"]},
                     "status": {"type": "string"},
+                    "child_ws_id": {"type": "string", "description": "a sub-agent's call: the sub-agent"},
+                    "parent_call_id": {
+                        "type": "string",
+                        "description": "a sub-agent's call: its task_agent call",
+                    },
                 },
             },
             "Cancel": {
@@ -222,7 +227,12 @@ OPENAPI: dict[str, Any] = {
                     "call_id": {
                         "type": "string",
                         "maxLength": 200,
-                        "description": "omit to decide every pending call",
+                        "description": "omit to decide every pending call (the sub-agents' too)",
+                    },
+                    "child_ws_id": {
+                        "type": "string",
+                        "maxLength": 32,
+                        "description": "the sub-agent whose call call_id names, where ids could clash",
                     },
                 },
             },
@@ -260,6 +270,7 @@ OPENAPI: dict[str, Any] = {
                     "tool_call_id": {"type": "string", "description": "tool: the call this is the result of"},
                     "name": {"type": "string", "description": "tool: the tool's name"},
                     "is_error": {"type": "boolean", "description": "tool: whether the result is an error"},
+                    "child_ws_id": {"type": "string", "description": "a task_agent result: its sub-agent"},
                     "created_at": {"type": "string", "format": "date-time"},
                 },
             },

@@ -137,10 +137,12 @@ def test_only_tools_with_a_handler_are_offered():
         "open_preview",
         "read_file",
         "search",
+        "task_agent",
         "web_fetch",
         "web_search",
         "write_file",
     ]
+    assert "task_agent" not in offered(build_registry(), "task")  # a sub-agent starts none
 
 
 def test_task_kind_offers_task_agent_tools_only():

@@ -6,6 +6,10 @@ import { h, throttled } from "./dom.js";
 // Only the tail of a call's output stays in the page, so a chatty command never freezes it.
 export const OUTPUT_CAP_CHARS = 64 * 1024;
 
+// Every card by its element, wherever it sits (a sub-agent's cards live inside its panel).
+const CARDS = new WeakMap();
+export const cardOf = (el) => CARDS.get(el);
+
 export class ToolCard {
   constructor(callId, { onDecide }) {
     this.callId = callId;
@@ -59,6 +63,7 @@ export class ToolCard {
       this.decision,
     );
     this.setStatus("unknown");
+    CARDS.set(this.el, this);
   }
 
   // A tool the model could call only once tool search had found it (the workstream's expanded tools).

@@ -25,7 +25,7 @@ export class Sidebar {
 
   async refresh() {
     try {
-      this.items = await api.list();
+      this.items = (await api.list()).filter((ws) => ws.kind !== "task");  // sub-agents show under their parent
     } catch (err) {
       return this.onError(err);
     }

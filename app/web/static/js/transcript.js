@@ -8,9 +8,10 @@
 //     history are dropped (the n-th assistant message of a turn is its step n);
 //   - cards are keyed by call_id; `tool_result` replaces the output, chunks after it are dropped.
 
-import { ToolCard, describeStoredCall } from "./cards.js";
+import { ToolCard, cardOf, describeStoredCall } from "./cards.js";
 import { h, throttled } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { SubagentPanel } from "./subagent.js";
 
 export class Transcript {
   constructor(root, { onDecide, onState, onTruncated }) {
@@ -24,6 +25,7 @@ export class Transcript {
     this.turns = new Map();
     this.cards = new Map();
     this.found = new Set();
+    this.panels = new Map();
     this.root.replaceChildren();
   }
 
@@ -53,7 +55,11 @@ export class Transcript {
     step.usage = m.usage || null;
     step.streaming = false;
     this.paintStep(step);
-    for (const call of m.tool_calls || []) this.card(turn, step.n, call.id).describe(describeStoredCall(call));
+    for (const call of m.tool_calls || []) {
+      const card = this.card(turn, step.n, call.id);
+      card.describe(describeStoredCall(call));
+      if (call.child_ws_id) this.panel(card, call.child_ws_id, true);
+    }
   }
 
   // Pending approvals from the workstream API: the approve_request may be older than the replay.
@@ -61,7 +67,11 @@ export class Transcript {
     if (!describe.turn) return;
     const turn = this.turn(describe.turn.turn_id);
     for (const item of describe.pending_approvals || []) {
-      this.card(turn, describe.turn.step, item.call_id).merge(item);
+      if (item.child_ws_id) {
+        const parent = this.card(turn, describe.turn.step, item.parent_call_id);
+        const panel = this.panel(parent, item.child_ws_id);
+        panel.card(panel.lastStep(), item.call_id).merge(item);
+      } else this.card(turn, describe.turn.step, item.call_id).merge(item);
     }
   }
 
@@ -153,13 +163,25 @@ export class Transcript {
     return card;
   }
 
+  // The sub-agent panel under a task_agent card; `load`: fill it from the child's history.
+  panel(card, childWsId, load = false) {
+    let panel = this.panels.get(childWsId);
+    if (!panel) {
+      panel = new SubagentPanel(childWsId, { onDecide: this.onDecide });
+      this.panels.set(childWsId, panel);
+      card.preview.after(panel.el);
+      if (load) panel.load().catch((err) => console.warn(err));
+    }
+    return panel;
+  }
+
   note(turnId, cls, text) {
     this.turn(turnId).el.append(h("div", { class: `note ${cls}` }, text));
     this.keepBottom();
   }
 
   pendingCards() {
-    return [...this.root.querySelectorAll(".card.is-pending")].map((el) => this.cards.get(el.dataset.callId));
+    return [...this.root.querySelectorAll(".card.is-pending")].map(cardOf);
   }
 
   isNearBottom() {
@@ -244,6 +266,11 @@ const HANDLERS = {
     const card = this.card(turn, turn.lastStep, e.call_id);
     if (card.name.textContent === "tool") card.describe({ name: e.name, header: e.name });
     card.result(e.output, e.is_error);
+  },
+  subagent(e) {
+    const turn = this.turn(e.turn_id);
+    const card = this.card(turn, turn.lastStep, e.call_id);
+    this.panel(card, e.child_ws_id).apply(e.event || {});
   },
   cancelled(e) {
     this.note(e.turn_id, "note-warn", "Turn cancelled.");

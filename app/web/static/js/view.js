@@ -84,7 +84,7 @@ export class WorkstreamView {
     // Cancel names the turn it means, so a click that lands as that turn ends
     // cannot stop the queued turn that starts next.
     if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;
-    if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change)$/.test(e.type)) this.updatePending();
+    if (/^(approve_request|approval_resolved|tool_result|tool_info|state_change|subagent)$/.test(e.type)) this.updatePending();
     if (/^(approve_request|tool_info|tool_result)$/.test(e.type)) this.transcript.setFound(this.transcript.found);
     // A step may have found tools (tool search, or the provider's own): counts and cards follow.
     if (e.type === "state_change") this.refreshTools();

@@ -1,0 +1,109 @@
+"""A sub-agent's events also go to its parent's stream, each wrapped in a `subagent` event
+that names the parent's `task_agent` call and the child, so one page can follow both."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from sqlmodel import select
+
+from app.events import EventLog, Fence
+from app.settings import Settings
+from app.storage.database import Database
+from app.storage.models import Workstream
+
+SUBAGENT_EVENT = "subagent"
+LINKS_KEPT = 10_000  # workstreams whose parent (or lack of one) a process remembers
+
+
+@dataclass(frozen=True)
+class Link:
+    """Where a child's events are echoed: its parent, the parent's turn and call."""
+
+    ws_id: str
+    turn_id: str
+    call_id: str
+
+
+class LinkCache:
+    """`links(ws_id)`: the workstream's parent link, or None; read once per workstream from
+    the database (a workstream's parent never changes; it is stored before its first event)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._known: OrderedDict[str, Link | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, ws_id: str) -> Link | None:
+        with self._lock:
+            if ws_id in self._known:
+                self._known.move_to_end(ws_id)
+                return self._known[ws_id]
+        with self._db.reader() as s:
+            row = s.exec(
+                select(Workstream.parent_id, Workstream.parent_turn_id, Workstream.parent_call_id).where(
+                    Workstream.id == ws_id
+                )
+            ).first()
+        link = Link(*row) if row is not None and all(row) else None
+        with self._lock:
+            self._known[ws_id] = link
+            while len(self._known) > LINKS_KEPT:
+                self._known.popitem(last=False)
+        return link
+
+
+class FamilyEventLog(EventLog):
+    """The event log, echoing each child's published events into its parent's stream."""
+
+    links: Callable[[str], Link | None] | None = None
+
+    @classmethod
+    def with_links(cls, client: redis.Redis, settings: Settings, db: Database) -> FamilyEventLog:
+        events = cls(
+            client,
+            settings.replay_log_length,
+            max_bytes=settings.replay_log_bytes,
+            ttl_seconds=settings.event_log_ttl_seconds,
+            retry_seconds=settings.redis_retry_seconds,
+        )
+        events.links = LinkCache(db)
+        return events
+
+    def publish(
+        self, ws_id: str, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
+    ) -> int | None:
+        event_id = super().publish(ws_id, type_, turn_id=turn_id, fence=fence, **fields)
+        if event_id is not None:
+            self._echo(super().publish, ws_id, event_id, type_, turn_id, fields)
+        return event_id
+
+    def publish_best_effort(
+        self, ws_id: str, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
+    ) -> int | None:
+        event_id = super().publish_best_effort(ws_id, type_, turn_id=turn_id, fence=fence, **fields)
+        if event_id is not None:
+            self._echo(super().publish_best_effort, ws_id, event_id, type_, turn_id, fields)
+        return event_id
+
+    def _echo(
+        self,
+        send: Callable[..., int | None],
+        ws_id: str,
+        event_id: int,
+        type_: str,
+        turn_id: str | None,
+        fields: dict[str, Any],
+    ) -> None:
+        link = self.links(ws_id) if self.links is not None else None
+        if link is None:
+            return
+        # Unfenced: the child's own publish above was the fenced one.
+        event = {"id": event_id, "ws_id": ws_id, "turn_id": turn_id, "type": type_, **fields}
+        tags = {"call_id": link.call_id, "child_ws_id": ws_id}
+        send(link.ws_id, SUBAGENT_EVENT, turn_id=link.turn_id, event=event, **tags)
