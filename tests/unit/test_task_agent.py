@@ -11,6 +11,7 @@ from app.tools import task_agent, toolset
 from app.tools.base import ToolContext
 from app.tools.pipeline import execute_call, prepare_call
 from app.tools.registry import build_registry
+from app.tools.search_plan import SearchPlan
 from app.tools.tool import TASK
 from tests.unit.test_toolset import Source, names, tool
 
@@ -67,13 +68,14 @@ def test_without_a_service_execute_says_it_cannot_start_one(tmp_path):
 
 
 def test_a_sub_agent_gets_task_tools_and_every_source_tool_in_view_but_never_task_agent():
-    source = Source(tool("lookup"), tool("rare", defer=True))
-    built = toolset.build(build_registry(), [source], TASK)
+    source = Source(tool("lookup"), tool("rare"))
+    search = SearchPlan(mode="on", threshold=0, max_results=5)  # tool search on: tools of sources wait
+    built = toolset.build(build_registry(), [source], TASK, search=search)
     assert "task_agent" not in names(built.visible)
     assert {"bash", "read_file", "lookup", "rare"} <= set(names(built.visible))
     assert built.deferred == []
-    interactive = toolset.build(build_registry(), [source], "interactive")
-    assert "task_agent" in names(interactive.visible) and names(interactive.deferred) == ["rare"]
+    interactive = toolset.build(build_registry(), [source], "interactive", search=search)
+    assert "task_agent" in names(interactive.visible) and names(interactive.deferred) == ["lookup", "rare"]
 
 
 def settings(max_turns: int) -> Settings:
