@@ -4,6 +4,7 @@ that names the parent's `task_agent` call and the child, so one page can follow 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,6 +105,11 @@ class FamilyEventLog(EventLog):
         if link is None:
             return
         # Unfenced: the child's own publish above was the fenced one.
-        event = {"id": event_id, "ws_id": ws_id, "turn_id": turn_id, "type": type_, **fields}
+        event = {"id": event_id, "ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": _now(), **fields}
         tags = {"call_id": link.call_id, "child_ws_id": ws_id}
         send(link.ws_id, SUBAGENT_EVENT, turn_id=link.turn_id, event=event, **tags)
+
+
+def _now() -> float:
+    """The echo's time, a moment after the child's own event's (its `ts` is not returned)."""
+    return round(time.time(), 3)

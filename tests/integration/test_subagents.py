@@ -135,8 +135,9 @@ def test_three_sub_agents_of_one_batch_run_at_the_same_time(api, model, open_soc
     model.enqueue(Reply(text="all three reported"))
     turn_id = api.send(ws_id, "fan out")
     assert sock.wait_turn_end(turn_id, timeout=60)["state"] == "idle"
-    starts = [requests_with(model, f"CHILD-{n}")[0].time for n in names]
-    assert max(starts) - min(starts) < 1.0, starts  # each began before any had finished
+    starts = [requests_with(model, f"CHILD-{n}")[0].time for n in names]  # its model asked
+    ends = [child_events(sock, f"t{i}", "stream_end")[0]["ts"] for i in range(len(names))]  # answered
+    assert max(starts) < min(ends), (starts, ends)  # each began before any had finished
     results = tool_results(model, 4)
     for i, n in enumerate(names):
         assert results[f"t{i}"] == "".join(f"{n.lower()}{k} " for k in range(10))
