@@ -1,4 +1,5 @@
-"""The `turnstone-jobs` command: run the whole service locally, migrate, create API tokens."""
+"""The `turnstone-jobs` command: run the whole service locally, migrate; users, tokens and
+decisions (app/users/admin.py)."""
 
 from __future__ import annotations
 
@@ -24,15 +25,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"address the web process binds (default {DEFAULT_RUN_HOST}: this machine only)",
     )
     sub.add_parser("migrate", help="apply the database migrations")
-    token = sub.add_parser("token", help="manage API tokens")
-    token_sub = token.add_subparsers(dest="token_command", required=True)
-    create = token_sub.add_parser("create", help="create a token; it is printed once")
-    create.add_argument("name")
+    from app.users import admin
+
+    admin.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return migrate()
-    if args.command == "token":
-        return create_token(args.name)
+    if args.command in ("user", "token", "approve"):
+        return administer(args)
     return run(args.host)
 
 
@@ -43,17 +43,16 @@ def migrate() -> int:
     return 0
 
 
-def create_token(name: str) -> int:
-    from app import tokens
+def administer(args: argparse.Namespace) -> int:
     from app.runtime import Runtime
+    from app.users import admin
 
     migrate()
     rt = Runtime.create(Settings.load())
     try:
-        print(tokens.create(rt, name))
+        return admin.run(rt, args)
     finally:
         rt.close()
-    return 0
 
 
 def run(host: str = DEFAULT_RUN_HOST) -> int:
