@@ -44,15 +44,15 @@ def migrate() -> int:
 
 
 def administer(args: argparse.Namespace) -> int:
-    from app.runtime import Runtime
     from app.users import admin
+    from app.users.store import DatabaseStore
 
     migrate()
-    rt = Runtime.create(Settings.load())
+    store = DatabaseStore.create(Settings.load())
     try:
-        return admin.run(rt, args)
+        return admin.run(store, args)
     finally:
-        rt.close()
+        store.close()
 
 
 def run(host: str = DEFAULT_RUN_HOST) -> int:

@@ -10,10 +10,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from app.errors import BadRequestError, ConflictError, NotFoundError
-from app.runtime import Runtime
 from app.settings import USER_NAME_PATTERN
 from app.storage.models import User, utcnow
 from app.users import passwords
+from app.users.store import Store
 
 _NAME = re.compile(USER_NAME_PATTERN)
 
@@ -28,7 +28,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def create(rt: Runtime, name: str, password: str, is_admin: bool = False) -> User:
+def create(rt: Store, name: str, password: str, is_admin: bool = False) -> User:
     user = User(
         id=uuid.uuid4().hex,
         name=check_name(name),
@@ -43,31 +43,31 @@ def create(rt: Runtime, name: str, password: str, is_admin: bool = False) -> Use
     return user
 
 
-def find(rt: Runtime, name: str) -> User | None:
+def find(rt: Store, name: str) -> User | None:
     if not _NAME.fullmatch(name):
         return None
     with rt.db.reader() as s:
         return s.exec(select(User).where(User.name == name)).first()
 
 
-def get(rt: Runtime, name: str) -> User:
+def get(rt: Store, name: str) -> User:
     user = find(rt, name)
     if user is None:
         raise NotFoundError(f"no user {name!r}")
     return user
 
 
-def by_id(rt: Runtime, user_id: str) -> User | None:
+def by_id(rt: Store, user_id: str) -> User | None:
     with rt.db.reader() as s:
         return s.get(User, user_id)
 
 
-def list_all(rt: Runtime) -> list[User]:
+def list_all(rt: Store) -> list[User]:
     with rt.db.reader() as s:
         return list(s.exec(select(User).order_by(col(User.name))).all())
 
 
-def disable(rt: Runtime, name: str) -> User:
+def disable(rt: Store, name: str) -> User:
     """From now on the user's tokens are refused (401) and their sign-in fails."""
     with rt.db.session() as s:
         user = s.exec(select(User).where(User.name == name)).first()
@@ -79,7 +79,7 @@ def disable(rt: Runtime, name: str) -> User:
     return user
 
 
-def signed_in(rt: Runtime, name: str, password: str) -> User | None:
+def signed_in(rt: Store, name: str, password: str) -> User | None:
     """The enabled user `name` when `password` is theirs; None otherwise, after the same work."""
     user = find(rt, name)
     ok = passwords.is_correct(user.password_hash if user else None, password)

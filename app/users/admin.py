@@ -10,10 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from app.errors import ServiceError
-from app.runtime import Runtime
 from app.users import accounts, tokens
 from app.users.passwords import PasswordError
 from app.users.principal import OPERATOR_NAME
+from app.users.store import Store
+from app.web.requests import path_id
 
 
 def add_parsers(sub: Any) -> None:
@@ -49,9 +50,9 @@ def add_parsers(sub: Any) -> None:
     approve.add_argument("--as", dest="as_user", help="the user recorded as deciding (default: operator)")
 
 
-def run(rt: Runtime, args: argparse.Namespace) -> int:
+def run(rt: Store, args: argparse.Namespace) -> int:
     """Runs the parsed command; a refusal is one line on stderr and exit status 1."""
-    handlers: dict[tuple[str, str | None], Callable[[Runtime, argparse.Namespace], None]] = {
+    handlers: dict[tuple[str, str | None], Callable[[Store, argparse.Namespace], None]] = {
         ("user", "create"): _user_create,
         ("user", "list"): _user_list,
         ("user", "disable"): _user_disable,
@@ -78,23 +79,23 @@ def _read_password() -> str:
     return first
 
 
-def _user_create(rt: Runtime, args: argparse.Namespace) -> None:
+def _user_create(rt: Store, args: argparse.Namespace) -> None:
     user = accounts.create(rt, args.name.strip().lower(), _read_password(), is_admin=args.admin)
     print(f"created user {user.name}{' (admin)' if user.is_admin else ''}")
 
 
-def _user_list(rt: Runtime, args: argparse.Namespace) -> None:
+def _user_list(rt: Store, args: argparse.Namespace) -> None:
     for user in accounts.list_all(rt):
         flags = [f for f, on in (("admin", user.is_admin), ("disabled", user.disabled_at)) if on]
         print(f"{user.name}\t{','.join(flags) or '-'}\t{user.created_at:%Y-%m-%d %H:%M}")
 
 
-def _user_disable(rt: Runtime, args: argparse.Namespace) -> None:
+def _user_disable(rt: Store, args: argparse.Namespace) -> None:
     accounts.disable(rt, args.name.strip().lower())
     print(f"disabled user {args.name}")
 
 
-def _token_create(rt: Runtime, args: argparse.Namespace) -> None:
+def _token_create(rt: Store, args: argparse.Namespace) -> None:
     user = accounts.get(rt, args.user.strip().lower())
     scopes = tokens.requested_scopes(args.scopes) if args.scopes else None
     expires_in = tokens.parse_duration(args.expires) if args.expires else None
@@ -102,7 +103,7 @@ def _token_create(rt: Runtime, args: argparse.Namespace) -> None:
     print(raw)  # the one time it is seen: only its hash is stored
 
 
-def _token_list(rt: Runtime, args: argparse.Namespace) -> None:
+def _token_list(rt: Store, args: argparse.Namespace) -> None:
     user_id = accounts.get(rt, args.user.strip().lower()).id if args.user else None
     for t in tokens.list_for(rt, user_id):
         state = "active" if t["active"] else ("revoked" if t["revoked_at"] else "expired")
@@ -112,16 +113,18 @@ def _token_list(rt: Runtime, args: argparse.Namespace) -> None:
         )
 
 
-def _token_revoke(rt: Runtime, args: argparse.Namespace) -> None:
+def _token_revoke(rt: Store, args: argparse.Namespace) -> None:
     tokens.owner_of(rt, args.token_id)  # NotFoundError for an unknown id
     tokens.revoke(rt, args.token_id)
     print(f"revoked token {args.token_id}")
 
 
-def _approve(rt: Runtime, args: argparse.Namespace) -> None:
+def _approve(store: Store, args: argparse.Namespace) -> None:
+    """Needs the whole runtime: a decision publishes events and may enqueue the tool batch."""
     from app.engine import approvals
+    from app.runtime import Runtime
 
-    user = accounts.get(rt, args.as_user.strip().lower()) if args.as_user else None
+    user = accounts.get(store, args.as_user.strip().lower()) if args.as_user else None
     decision = approvals.Decision(
         approved=not args.deny,
         feedback=args.feedback or None,
@@ -131,7 +134,11 @@ def _approve(rt: Runtime, args: argparse.Namespace) -> None:
         by_id=user.id if user else None,
         via="cli",
     )
-    result = approvals.decide(rt, args.ws_id, decision)
+    rt = Runtime.create(store.settings)
+    try:
+        result = approvals.decide(rt, path_id("workstream", args.ws_id), decision)
+    finally:
+        rt.close()
     verb = "denied" if args.deny else "approved"
     decided, pending = ", ".join(result.decided) or "nothing", ", ".join(result.pending) or "none"
     print(f"{verb}: {decided}; still pending: {pending}")

@@ -14,12 +14,12 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from app.errors import BadRequestError, NotFoundError, UnauthorizedError
-from app.runtime import Runtime
 from app.settings import MAX_TOKEN_SECONDS
 from app.storage.models import ApiToken, User, utcnow
 from app.users import principal as principals
 from app.users.principal import Principal
 from app.users.scopes import ALL_SCOPES, ScopeError, allowed_for, parse
+from app.users.store import Store
 
 TOKEN_PREFIX = "tj_"
 MAX_TOKEN_CHARS = 512  # far past any token this service makes; longer is not looked up
@@ -49,7 +49,7 @@ def check_lifetime(seconds: int, field: str) -> int:
 
 
 def create(
-    rt: Runtime,
+    rt: Store,
     user: User,
     name: str,
     scopes: tuple[str, ...] | None = None,
@@ -75,7 +75,7 @@ def create(
     return raw, row
 
 
-def authenticate(rt: Runtime, raw: str | None) -> Principal:
+def authenticate(rt: Store, raw: str | None) -> Principal:
     """The principal a presented token speaks for; UnauthorizedError (401) says why not."""
     if not raw:
         raise UnauthorizedError("unauthorized: send Authorization: Bearer <token>")
@@ -110,7 +110,7 @@ def _aware(when: datetime) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def list_for(rt: Runtime, user_id: str | None) -> list[dict[str, Any]]:
+def list_for(rt: Store, user_id: str | None) -> list[dict[str, Any]]:
     """Tokens of one user (None: everyone's), newest first; never the secret nor its hash."""
     query = select(ApiToken, User).join(User, col(ApiToken.user_id) == col(User.id), isouter=True)
     if user_id is not None:
@@ -136,7 +136,7 @@ def summary(row: ApiToken, user: User | None) -> dict[str, Any]:
     }
 
 
-def owner_of(rt: Runtime, token_id: int) -> tuple[ApiToken, str | None]:
+def owner_of(rt: Store, token_id: int) -> tuple[ApiToken, str | None]:
     """The token and its user's id (None: the operator's); NotFoundError when there is none."""
     with rt.db.reader() as s:
         row = s.get(ApiToken, token_id)
@@ -145,7 +145,7 @@ def owner_of(rt: Runtime, token_id: int) -> tuple[ApiToken, str | None]:
     return row, row.user_id
 
 
-def revoke(rt: Runtime, token_id: int) -> bool:
+def revoke(rt: Store, token_id: int) -> bool:
     """Revoked from now on; False when it was revoked already."""
     with rt.db.session() as s:
         moved = s.exec(

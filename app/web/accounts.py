@@ -46,7 +46,7 @@ def login() -> Any:
         raise UnauthorizedError("wrong user name or password")
     throttle.succeeded(rt.redis, name, address)
     raw, row = tokens.create(rt, user, LOGIN_TOKEN_NAME, expires_in=LOGIN_TOKEN_SECONDS, kind="login")
-    return jsonify(token=raw, user=users.summary(user), **tokens.summary(row, user)), 200
+    return jsonify(token=raw, account=users.summary(user), **tokens.summary(row, user)), 200
 
 
 @accounts.post("/logout")

@@ -19,7 +19,8 @@ _ERRORS = {
         "The body is not a JSON object (or is cut short), or a field is missing, of the wrong type, "
         "too long, or holds a NUL or a lone surrogate; `field` names it",
     ),
-    "401": _json(_ref("Error"), "No valid token"),
+    "401": _json(_ref("Error"), "No valid token: none, unknown, expired, revoked, or its user disabled"),
+    "403": _json(_ref("Error"), "The token lacks the scope this call needs; `scope` names it"),
     "404": _json(_ref("Error"), "No such workstream"),
 }
 _BODY_ERRORS = {
@@ -98,6 +99,7 @@ OPENAPI: dict[str, Any] = {
                 "properties": {
                     "error": {"type": "string"},
                     "field": {"type": "string"},
+                    "scope": {"type": "string", "description": "403: the scope the token lacks"},
                     "pending": {"type": "array", "items": {"type": "string"}},
                 },
             },
@@ -143,6 +145,10 @@ OPENAPI: dict[str, Any] = {
                         },
                     },
                     "usage": _ref("Usage"),
+                    "owner_id": {
+                        "type": ["string", "null"],
+                        "description": "the user it belongs to; null: the operator's",
+                    },
                 },
             },
             "Usage": {
@@ -237,6 +243,17 @@ OPENAPI: dict[str, Any] = {
                     "tool_call_id": {"type": "string", "description": "tool: the call this is the result of"},
                     "name": {"type": "string", "description": "tool: the tool's name"},
                     "is_error": {"type": "boolean", "description": "tool: whether the result is an error"},
+                    "decision": {
+                        "type": "object",
+                        "description": "tool: who decided on the call, how, and through what",
+                        "properties": {
+                            "approved": {"type": "boolean"},
+                            "by": {"type": "string"},
+                            "how": {"type": ["string", "null"]},
+                            "via": {"type": ["string", "null"], "enum": ["http", "websocket", "cli", None]},
+                            "feedback": {"type": ["string", "null"]},
+                        },
+                    },
                     "created_at": {"type": "string", "format": "date-time"},
                 },
             },

@@ -26,15 +26,19 @@ def test_a_token_created_by_the_cli_works(services):
 
     from tests.integration.services import BIN, ROOT
 
-    out = subprocess.run(
-        [str(BIN / "turnstone-jobs"), "token", "create", "ci"],
-        env=services.env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    token = out.stdout.strip().splitlines()[-1]
+    def cli(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(
+            [str(BIN / "turnstone-jobs"), *args],
+            env=services.env,
+            cwd=ROOT,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    cli("user", "create", "ci", stdin="a password for ci\n")
+    token = cli("token", "create", "ci").strip().splitlines()[-1]
     r = httpx.get(services.base_url + "/v1/api/workstreams", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200
 
