@@ -24,6 +24,7 @@ from app.users.store import Store
 TOKEN_PREFIX = "tj_"
 MAX_TOKEN_CHARS = 512  # far past any token this service makes; longer is not looked up
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([smhd])")
+UNKNOWN_TOKEN = "unauthorized: unknown token (send Authorization: Bearer <token>)"
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -83,7 +84,7 @@ def authenticate(rt: Store, raw: str | None) -> Principal:
     if configured and hmac.compare_digest(raw.encode(errors="replace"), configured.encode()):
         return principals.operator()
     if len(raw) > MAX_TOKEN_CHARS:
-        raise UnauthorizedError("unauthorized: unknown token")
+        raise UnauthorizedError(UNKNOWN_TOKEN)
     with rt.db.reader() as s:
         found = s.exec(
             select(ApiToken, User)
@@ -91,7 +92,7 @@ def authenticate(rt: Store, raw: str | None) -> Principal:
             .where(ApiToken.token_hash == hash_token(raw.encode(errors="replace").decode()))
         ).first()
     if found is None:
-        raise UnauthorizedError("unauthorized: unknown token")
+        raise UnauthorizedError(UNKNOWN_TOKEN)
     row, user = found
     if row.revoked_at is not None:
         raise UnauthorizedError("unauthorized: this token was revoked")

@@ -187,11 +187,12 @@ def test_an_approve_only_token_decides_but_cannot_send_and_a_read_token_only_fol
         sock.close()
 
 
-def test_a_token_revoked_while_its_socket_is_open_is_refused_at_its_next_command(services, people, workdir):
+def test_a_token_revoked_while_its_sockets_are_open_stops_them(services, people, workdir):
     alice = people.user("alice")
     raw = people.token(alice)
     ws_id = alice.api(services).create_workstream(working_dir=str(workdir))
     sock = EventSocket(services.base_url, raw, ws_id)
+    idle = EventSocket(services.base_url, raw, ws_id)  # follows only: sends no command
     try:
         sock.send({"type": "cancel"})
         assert sock.wait_reply()["status"] == 409  # allowed: there is just nothing to cancel
@@ -207,8 +208,13 @@ def test_a_token_revoked_while_its_socket_is_open_is_refused_at_its_next_command
         assert sock.wait_type("error")["status"] == 401
         with sock._cond:  # and the server closes it: no more events for a revoked token
             assert sock._cond.wait_for(lambda: sock.closed, timeout=10)
+        # the socket that only follows finds out at its next check (every 10 s)
+        assert idle.wait_type("error", timeout=20)["status"] == 401
+        with idle._cond:
+            assert idle._cond.wait_for(lambda: idle.closed, timeout=10)
     finally:
         sock.close()
+        idle.close()
 
 
 # -- sign-in ---------------------------------------------------------------------------------
