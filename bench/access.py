@@ -2,7 +2,7 @@
 with a user's stored token (one indexed lookup joined to the user), a user's list filtered to
 their own workstreams, a sign-in (argon2id), and a refused request (no token).
 
-Run: python bench/access.py [--requests N] [--backend sqlite|postgresql]. Prints figures; asserts
+Run: python -m bench.access [--requests N] [--backend sqlite|postgresql]. Prints figures; asserts
 nothing. The service is the tests' (gunicorn, SQLite or PostgreSQL), on this machine.
 """
 
