@@ -29,6 +29,7 @@ class Rule:
     in_view: bool = False  # the view authorizes itself through `authorize` (the websocket: in a frame)
 
 
+SOCKET_ENDPOINT = "__flask_sock.workstream_socket"  # flask-sock's blueprint, the view's name
 PUBLIC = Rule(scope=None, public=True)
 SIGNED_IN = Rule(scope=None)  # any valid token, whatever its scopes
 
@@ -52,14 +53,13 @@ RULES: dict[str, Rule] = {
     "accounts.list_users": Rule(Scope.ADMIN),
     "accounts.create_user": Rule(Scope.ADMIN),
     # the websocket (app/web/websocket.py): read to follow; each command checks its own scope
-    "__flask_sock.workstream_socket": Rule(Scope.READ, owned=True, in_view=True),
+    SOCKET_ENDPOINT: Rule(Scope.READ, owned=True, in_view=True),
     # health, the web client
     "health.check": PUBLIC,
     "client.index": PUBLIC,
     "client.static": PUBLIC,
 }
 
-SOCKET_ENDPOINT = "__flask_sock.workstream_socket"
 # What each websocket command needs, beyond the socket's own rule.
 SOCKET_COMMANDS: dict[str, str] = {"send": Scope.WRITE, "cancel": Scope.WRITE, "approve": Scope.APPROVE}
 

@@ -74,7 +74,9 @@ OPENAPI: dict[str, Any] = {
         "title": "turnstone-jobs job API",
         "version": "1",
         "description": "Every call under /v1/api needs a token (as `Authorization: Bearer <token>`, "
-        "the scheme name in any case, or as `?token=<token>`), except this document, which is public. "
+        "the scheme name in any case, or as `?token=<token>`), except this document, which is public "
+        "(and sign-in, `POST /v1/api/login`). A token carries scopes (read, write, approve, admin): "
+        "one without the scope a call needs gets a 403 naming it; another user's workstream is a 404. "
         "Errors are JSON objects with an `error` message.",
     },
     "components": {
