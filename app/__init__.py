@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None) -> Flask:
     """The web application; configures nothing at import time."""
     from app.runtime import Runtime
-    from app.web import websocket
+    from app.web import access, websocket
+    from app.web.accounts import accounts
     from app.web.api import api
     from app.web.client import client
     from app.web.fanout import Fanout
@@ -35,10 +36,12 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.extensions["runtime"] = rt
     flask_app.extensions["fanout"] = Fanout(rt.redis, queue_events=settings.live_queue_events)
     flask_app.register_blueprint(api)
+    flask_app.register_blueprint(accounts)
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(previews)
     flask_app.register_blueprint(client)
     websocket.init_app(flask_app)
+    access.init_app(flask_app)  # every endpoint's rule (app/web/access.py), checked before its view
     _register_errors(flask_app)
     return flask_app
 

@@ -1,5 +1,5 @@
-"""The `turnstone-jobs` command: run the whole service locally, migrate, create API tokens,
-calibrate the reranker."""
+"""The `turnstone-jobs` command: run the whole service locally, migrate; users, tokens and
+decisions (app/users/admin.py); calibrate the reranker."""
 
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"address the web process binds (default {DEFAULT_RUN_HOST}: this machine only)",
     )
     sub.add_parser("migrate", help="apply the database migrations")
-    token = sub.add_parser("token", help="manage API tokens")
-    token_sub = token.add_subparsers(dest="token_command", required=True)
-    create = token_sub.add_parser("create", help="create a token; it is printed once")
-    create.add_argument("name")
+    from app.users import admin
+
+    admin.add_parsers(sub)
     calibrate = sub.add_parser(
         "rerank-calibrate", help="probe the reranker and suggest tools.rerank_bm25_threshold"
     )
@@ -40,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return rerank_calibrate(args.apply)
     if args.command == "migrate":
         return migrate()
-    if args.command == "token":
-        return create_token(args.name)
+    if args.command in ("user", "token", "approve"):
+        return administer(args)
     return run(args.host)
 
 
@@ -52,17 +51,16 @@ def migrate() -> int:
     return 0
 
 
-def create_token(name: str) -> int:
-    from app import tokens
-    from app.runtime import Runtime
+def administer(args: argparse.Namespace) -> int:
+    from app.users import admin
+    from app.users.store import DatabaseStore
 
     migrate()
-    rt = Runtime.create(Settings.load())
+    store = DatabaseStore.create(Settings.load())
     try:
-        print(tokens.create(rt, name))
+        return admin.run(store, args)
     finally:
-        rt.close()
-    return 0
+        store.close()
 
 
 def rerank_calibrate(apply: bool) -> int:

@@ -4,7 +4,10 @@ ServiceError                 raised by app/ for a caller's request; the web laye
 ├── BadRequestError          400: a body field is missing or of the wrong type (names it)
 ├── NotFoundError            404: no such workstream
 ├── PayloadTooLargeError     413: a message over the documented size
-└── ConflictError            409: e.g. a decision for a call that is not pending
+├── ConflictError            409: e.g. a decision for a call that is not pending
+├── UnauthorizedError        401: no valid token (unknown, expired, revoked, user disabled)
+├── ForbiddenError           403: the token lacks the scope the request needs
+└── TooManyRequestsError     429: sign-in attempts slowed down
 StaleAttemptError            a newer attempt of the same turn took over; the old one stops
 """
 
@@ -40,3 +43,21 @@ class ConflictError(ServiceError):
 
 class StaleAttemptError(Exception):
     """This task's attempt was superseded (the sweeper re-queued it); its writes are refused."""
+
+
+class UnauthorizedError(ServiceError):
+    """401: no token, or one that is unknown, expired, revoked, or whose user is disabled."""
+
+    status = 401
+
+
+class ForbiddenError(ServiceError):
+    """403: a valid token without the scope the request needs (the message names it)."""
+
+    status = 403
+
+
+class TooManyRequestsError(ServiceError):
+    """429: sign-in attempts slowed down; `retry_after` says for how long."""
+
+    status = 429

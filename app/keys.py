@@ -54,3 +54,16 @@ def ws_order(ws_id: str) -> str:
 
 def published(token: str) -> str:
     return PUBLISHED.format(token=token)
+
+
+# Sign-in throttling (app/users/throttle.py): failures counted per user name and per address.
+LOGIN_FAILURES = PREFIX + ":login:{who}:failures"  # count in the current window
+LOGIN_LOCK = PREFIX + ":login:{who}:lock"  # present (with a TTL) while tries are refused
+
+
+def login_failures(who: str) -> str:
+    return LOGIN_FAILURES.format(who=who)
+
+
+def login_lock(who: str) -> str:
+    return LOGIN_LOCK.format(who=who)

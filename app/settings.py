@@ -122,6 +122,20 @@ DEFAULT_REDIS_RETRY_SECONDS = 30.0
 REDIS_RETRY_FIRST_DELAY_SECONDS = 0.05  # doubled after each failed try
 REDIS_RETRY_MAX_DELAY_SECONDS = 1.0
 
+# Users and tokens (app/users). A user's name: lower-case letters, digits and . _ -, 1-64 long.
+USER_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
+MIN_PASSWORD_CHARS = 8
+MAX_PASSWORD_CHARS = 1024  # argon2 hashes anything; this only bounds the work a request can ask for
+LOGIN_TOKEN_SECONDS = 12 * 3600  # what `POST /v1/api/login` hands the web client lives this long
+MAX_TOKEN_SECONDS = 366 * 24 * 3600  # the longest `--expires` / `expires_in` a token may ask for
+# Sign-in failures, counted per user name and per client address over a window; past the free
+# attempts each further failure doubles the wait before the next try, up to the maximum.
+LOGIN_FREE_ATTEMPTS = 5
+LOGIN_FAILURE_WINDOW_SECONDS = 15 * 60
+LOGIN_MAX_DELAY_SECONDS = 5 * 60
+# An open websocket re-checks its token this often, so a revoked or expired token stops it.
+SOCKET_REAUTH_SECONDS = 10.0
+
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
 

@@ -24,6 +24,8 @@ class Decision:
     call_id: str | None = None  # None: every pending call of the workstream
     by: str = "user"
     how: str = "user"
+    by_id: str | None = None  # the deciding user's id; None: the operator
+    via: str | None = None  # http, websocket, cli
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,16 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
         targets = [
             r
             for r in targets
-            if call_store.decide(s, r, decision.approved, decision.feedback, decision.by, how)
+            if call_store.decide(
+                s,
+                r,
+                decision.approved,
+                decision.feedback,
+                decision.by,
+                how,
+                by_id=decision.by_id,
+                via=decision.via,
+            )
         ]
         if decision.approved and decision.feedback and turn is not None:
             turn.feedback = "\n".join(filter(None, [turn.feedback, decision.feedback]))
@@ -82,6 +93,7 @@ def _announce(
         always=d.always,
         by=d.by,
         how=d.how,
+        via=d.via,
     )
     for row in targets:
         if row.status == CallStatus.DENIED:

@@ -136,9 +136,24 @@ def _move(s: Session, row: ToolCall, leaving: Iterable[CallStatus], **values: An
     return True
 
 
-def decide(s: Session, row: ToolCall, approved: bool, feedback: str | None, by: str, how: str) -> bool:
-    """pending -> approved | denied."""
-    common = {"decided_by": by, "decided_how": how, "feedback": feedback}
+def decide(
+    s: Session,
+    row: ToolCall,
+    approved: bool,
+    feedback: str | None,
+    by: str,
+    how: str,
+    by_id: str | None = None,
+    via: str | None = None,
+) -> bool:
+    """pending -> approved | denied; who decided (`by`, `by_id`) and through what (`via`) stay on it."""
+    common = {
+        "decided_by": by,
+        "decided_how": how,
+        "feedback": feedback,
+        "decided_by_id": by_id,
+        "decided_via": via,
+    }
     if approved:
         return _move(s, row, [CallStatus.PENDING], status=CallStatus.APPROVED, **common)
     return _move(

@@ -10,7 +10,7 @@ from app.engine.streaming import history_cursor
 from app.engine.subagents import tag_history
 from app.providers.content import SERVER_BLOCKS
 from app.runtime import Runtime
-from app.storage.models import Message
+from app.storage.models import CallStatus, Message, ToolCall
 from app.tools import images
 
 
@@ -75,10 +75,34 @@ def as_history(row: Message) -> dict[str, Any]:
 def history(rt: Runtime, ws_id: str) -> dict[str, Any]:
     """The stored conversation and the event id to replay from: replaying after it may
     repeat what the messages hold (a client drops events it has), never miss what they
-    do not (the deltas of an answer still streaming)."""
+    do not (the deltas of an answer still streaming). A tool result a person decided on
+    carries the `decision`: who, how, and through what."""
     cursor = history_cursor(rt, ws_id)  # read before the messages
     with rt.db.reader() as s:
         rows = messages(s, ws_id)
-        entries = [as_history(r) for r in rows]
+        decided = decisions(s, ws_id)
+        entries = []
+        for row in rows:
+            entry = as_history(row)
+            if row.role == "tool" and (row.turn_id, row.tool_call_id) in decided:
+                entry["decision"] = decided[(row.turn_id, row.tool_call_id)]
+            entries.append(entry)
         tag_history(s, ws_id, entries)
     return {"ws_id": ws_id, "last_event_id": cursor, "messages": entries}
+
+
+def decisions(s: Session, ws_id: str) -> dict[tuple[str | None, str | None], dict[str, Any]]:
+    """(turn_id, call_id) -> the decision on that call, for calls someone decided."""
+    rows = s.exec(
+        select(ToolCall).where(ToolCall.ws_id == ws_id, col(ToolCall.decided_by).is_not(None))
+    ).all()
+    return {
+        (r.turn_id, r.call_id): {
+            "approved": r.status != CallStatus.DENIED,
+            "by": r.decided_by,
+            "how": r.decided_how,
+            "via": r.decided_via,
+            "feedback": r.feedback,
+        }
+        for r in rows
+    }

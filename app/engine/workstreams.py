@@ -27,6 +27,7 @@ def create(
     auto_approve: bool = False,
     working_dir: str | None = None,
     tool_search: dict[str, Any] | None = None,
+    owner_id: str | None = None,
 ) -> Workstream:
     chosen = rt.settings.model(model)
     if model is not None and chosen is None:
@@ -49,6 +50,7 @@ def create(
         auto_approve=auto_approve,
         working_dir=folder,
         tool_search=search,
+        owner_id=owner_id,
     )
     with rt.db.session() as s:
         s.add(ws)
@@ -63,9 +65,11 @@ def get(rt: Runtime, ws_id: str) -> Workstream:
     return ws
 
 
-def list_all(rt: Runtime) -> list[dict[str, Any]]:
+def list_all(rt: Runtime, where: Any = None) -> list[dict[str, Any]]:
+    """Every workstream, or those `where` (a clause from app.users.ownership) lets through."""
+    query = select(Workstream).order_by(col(Workstream.created_at))
     with rt.db.reader() as s:
-        rows = s.exec(select(Workstream).order_by(col(Workstream.created_at))).all()
+        rows = s.exec(query if where is None else query.where(where)).all()
     return [summary(ws) for ws in rows]
 
 
@@ -82,6 +86,7 @@ def summary(ws: Workstream) -> dict[str, Any]:
         "state": ws.state,
         "active_turn_id": ws.active_turn_id,
         "created_at": ws.created_at.isoformat(),
+        "owner_id": ws.owner_id,
     }
 
 

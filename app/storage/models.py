@@ -90,6 +90,8 @@ class Workstream(SQLModel, table=True):
     parent_call_row: int | None = Field(default=None, unique=True)
     task_output: str | None = Field(default=None, sa_column=Column(SafeText))
     task_is_error: bool = False
+    # The user it belongs to (app/users/ownership.py); None: the operator's, seen by admins only.
+    owner_id: str | None = Field(default=None, max_length=32, index=True)
 
 
 class Turn(SQLModel, table=True):
@@ -166,6 +168,8 @@ class ToolCall(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    decided_by_id: str | None = Field(default=None, max_length=32)  # the deciding user; None: operator
+    decided_via: str | None = Field(default=None, max_length=16)  # http, websocket, cli
 
 
 class ApiToken(SQLModel, table=True):
@@ -174,6 +178,25 @@ class ApiToken(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=200)
     token_hash: str = Field(max_length=64, unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    # None: a token made before users existed, which speaks for the operator (app/users/tokens.py).
+    user_id: str | None = Field(default=None, foreign_key="users.id", index=True, max_length=32)
+    scopes: list[str] = Field(
+        default_factory=list, sa_column=Column(SafeJSON, nullable=False, server_default="[]")
+    )
+    kind: str = Field(default="api", max_length=16, sa_column_kwargs={"server_default": "api"})  # api, login
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class User(SQLModel, table=True):
+    __tablename__ = "users"
+
+    id: str = Field(primary_key=True, max_length=32)
+    name: str = Field(max_length=64, unique=True)
+    password_hash: str = Field(sa_column=Column(SafeText, nullable=False))  # argon2id, never logged
+    is_admin: bool = False
+    disabled_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, g, jsonify, request
+from flask import Blueprint, current_app, jsonify, request
 
 from app.engine import conversation, workstreams
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS
+from app.users import ownership
 from app.web import commands
-from app.web.auth import require_token
+from app.web.access import principal
 from app.web.openapi import OPENAPI
 from app.web.requests import field, json_body, path_id
 
@@ -33,7 +34,6 @@ def _check_ws_id(_endpoint: str | None, values: dict[str, Any] | None) -> None:
 
 
 @api.post("/workstreams")
-@require_token
 def create_workstream() -> Any:
     body = json_body()
     ws = workstreams.create(
@@ -43,49 +43,43 @@ def create_workstream() -> Any:
         auto_approve=field(body, "auto_approve", bool, default=False),
         working_dir=field(body, "working_dir", str),
         tool_search=field(body, "tool_search", dict),
+        owner_id=ownership.owner_for_new(principal()),
     )
     return _reply(201, workstreams.summary(ws))
 
 
 @api.get("/workstreams")
-@require_token
 def list_workstreams() -> Any:
-    return _reply(200, {"workstreams": workstreams.list_all(_rt())})
+    return _reply(200, {"workstreams": workstreams.list_all(_rt(), ownership.visible_clause(principal()))})
 
 
 @api.get("/workstreams/<ws_id>")
-@require_token
 def get_workstream(ws_id: str) -> Any:
     return _reply(200, workstreams.describe(_rt(), ws_id))
 
 
 @api.delete("/workstreams/<ws_id>")
-@require_token
 def delete_workstream(ws_id: str) -> Any:
     return _reply(200, {"deleted": workstreams.delete(_rt(), ws_id)})
 
 
 @api.post("/workstreams/<ws_id>/send")
-@require_token
 def send(ws_id: str) -> Any:
     key = request.headers.get("Idempotency-Key")
     return _reply(*commands.send(_rt(), ws_id, json_body(), idempotency_key=key))
 
 
 @api.post("/workstreams/<ws_id>/approve")
-@require_token
 def approve(ws_id: str) -> Any:
-    return _reply(*commands.approve(_rt(), ws_id, json_body(), by=g.token_name))
+    return _reply(*commands.approve(_rt(), ws_id, json_body(), by=principal(), via="http"))
 
 
 @api.post("/workstreams/<ws_id>/cancel")
-@require_token
 def cancel(ws_id: str) -> Any:
-    return _reply(*commands.cancel_turn(_rt(), ws_id, json_body(), by=g.token_name))
+    return _reply(*commands.cancel_turn(_rt(), ws_id, json_body(), by=principal().name))
 
 
 @api.get("/workstreams/<ws_id>/history")
-@require_token
 def history(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, ws_id)

@@ -9,6 +9,7 @@ from app.engine import approvals, cancel, fanin, subagent_decisions, turns
 from app.errors import BadRequestError
 from app.runtime import Runtime
 from app.settings import MAX_ID_CHARS, MAX_NAME_CHARS
+from app.users.principal import Principal
 from app.web.requests import field
 
 # 1-200 printable ASCII characters: what fits the stored column and any HTTP header.
@@ -37,13 +38,18 @@ def checked_idempotency_key(key: str | None) -> str | None:
     return key
 
 
-def approve(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:
+def approve(
+    rt: Runtime, ws_id: str, body: dict[str, Any], by: Principal, via: str
+) -> tuple[int, dict[str, Any]]:
+    """`by` decides through `via` (http, websocket, cli): both are stored on the calls decided."""
     decision = approvals.Decision(
         approved=field(body, "approved", bool, required=True),
         feedback=field(body, "feedback", str) or None,
         always=field(body, "always", bool, default=False),
         call_id=field(body, "call_id", str, max_chars=MAX_NAME_CHARS),
-        by=by,
+        by=by.name,
+        by_id=by.user_id,
+        via=via,
     )
     child = field(body, "child_ws_id", str, max_chars=MAX_ID_CHARS)
     return 200, subagent_decisions.decide(rt, ws_id, decision, child).as_dict()

@@ -19,7 +19,8 @@ _ERRORS = {
         "The body is not a JSON object (or is cut short), or a field is missing, of the wrong type, "
         "too long, or holds a NUL or a lone surrogate; `field` names it",
     ),
-    "401": _json(_ref("Error"), "No valid token"),
+    "401": _json(_ref("Error"), "No valid token: none, unknown, expired, revoked, or its user disabled"),
+    "403": _json(_ref("Error"), "The token lacks the scope this call needs; `scope` names it"),
     "404": _json(_ref("Error"), "No such workstream"),
 }
 _BODY_ERRORS = {
@@ -73,7 +74,9 @@ OPENAPI: dict[str, Any] = {
         "title": "turnstone-jobs job API",
         "version": "1",
         "description": "Every call under /v1/api needs a token (as `Authorization: Bearer <token>`, "
-        "the scheme name in any case, or as `?token=<token>`), except this document, which is public. "
+        "the scheme name in any case, or as `?token=<token>`), except this document, which is public "
+        "(and sign-in, `POST /v1/api/login`). A token carries scopes (read, write, approve, admin): "
+        "one without the scope a call needs gets a 403 naming it; another user's workstream is a 404. "
         "Errors are JSON objects with an `error` message.",
     },
     "components": {
@@ -98,6 +101,7 @@ OPENAPI: dict[str, Any] = {
                 "properties": {
                     "error": {"type": "string"},
                     "field": {"type": "string"},
+                    "scope": {"type": "string", "description": "403: the scope the token lacks"},
                     "pending": {"type": "array", "items": {"type": "string"}},
                 },
             },
@@ -166,6 +170,10 @@ OPENAPI: dict[str, Any] = {
                         },
                     },
                     "expanded_tools": {"type": "array", "items": {"type": "string"}},
+                    "owner_id": {
+                        "type": ["string", "null"],
+                        "description": "the user it belongs to; null: the operator's",
+                    },
                 },
             },
             "Usage": {
@@ -271,6 +279,17 @@ OPENAPI: dict[str, Any] = {
                     "name": {"type": "string", "description": "tool: the tool's name"},
                     "is_error": {"type": "boolean", "description": "tool: whether the result is an error"},
                     "child_ws_id": {"type": "string", "description": "a task_agent result: its sub-agent"},
+                    "decision": {
+                        "type": "object",
+                        "description": "tool: who decided on the call, how, and through what",
+                        "properties": {
+                            "approved": {"type": "boolean"},
+                            "by": {"type": "string"},
+                            "how": {"type": ["string", "null"]},
+                            "via": {"type": ["string", "null"], "enum": ["http", "websocket", "cli", None]},
+                            "feedback": {"type": ["string", "null"]},
+                        },
+                    },
                     "created_at": {"type": "string", "format": "date-time"},
                 },
             },

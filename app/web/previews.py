@@ -14,7 +14,6 @@ from app.previews import links, store
 from app.runtime import Runtime
 from app.settings import ATTACHMENT_MAX_BYTES, MAX_NAME_CHARS
 from app.storage.models import Attachment, Preview
-from app.web.auth import require_token
 from app.web.requests import path_id
 
 previews = Blueprint("previews", __name__, url_prefix="/v1/api")
@@ -27,7 +26,6 @@ def _rt() -> Runtime:
 
 
 @previews.post("/workstreams/<ws_id>/attachments")
-@require_token
 def attach(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
@@ -37,7 +35,6 @@ def attach(ws_id: str) -> Any:
 
 
 @previews.get("/workstreams/<ws_id>/attachments")
-@require_token
 def list_attachments(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
@@ -45,7 +42,6 @@ def list_attachments(ws_id: str) -> Any:
 
 
 @previews.get("/workstreams/<ws_id>/previews")
-@require_token
 def list_previews(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
@@ -53,7 +49,6 @@ def list_previews(ws_id: str) -> Any:
 
 
 @previews.get("/previews/<preview_id>")
-@require_token
 def describe_preview(preview_id: str) -> Any:
     row = store.preview(_rt().db, path_id("preview", preview_id))
     return jsonify(preview_summary(row))

@@ -6,19 +6,19 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 from flask import Flask, current_app, request
 from flask_sock import ConnectionClosed, Sock
 
-from app import tokens
-from app.engine import workstreams
-from app.errors import ServiceError
+from app.errors import ServiceError, UnauthorizedError
 from app.events import EventType
 from app.runtime import Runtime
-from app.settings import MAX_NAME_CHARS
-from app.web import commands
-from app.web.auth import presented_token
+from app.settings import MAX_NAME_CHARS, SOCKET_REAUTH_SECONDS
+from app.users.principal import Principal
+from app.web import access, commands
+from app.web.access import presented_token
 from app.web.fanout import RESYNC, STOP, LiveQueue
 from app.web.requests import BadRequestError, field, parse_object, path_id
 
@@ -37,28 +37,30 @@ def init_app(app: Flask) -> None:
 def workstream_socket(ws: Any, ws_id: str) -> None:
     rt: Runtime = current_app.extensions["runtime"]
     fanout = current_app.extensions["fanout"]
-    by = tokens.verify(rt, presented_token())
-    if by is None:
-        ws.send(json.dumps({"type": EventType.ERROR, "status": 401, "message": "unauthorized"}))
-        ws.close(reason=1008, message="unauthorized")
-        return
+    raw = presented_token() or ""
     try:
-        workstreams.get(rt, path_id("workstream", ws_id))
+        _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], path_id("workstream", ws_id))
         after = _cursor(request.args.get("after"))
     except ServiceError as exc:
-        ws.send(json.dumps({"type": EventType.ERROR, "status": exc.status, "message": exc.message}))
-        ws.close(reason=1008, message=exc.message[:100])
+        _refuse(ws, exc)
         return
     ws = _SerialSocket(ws)
     live = fanout.subscribe(ws_id)
     stop = threading.Event()
     sender = threading.Thread(target=_relay, args=(ws, rt, ws_id, after, live, stop), daemon=True)
     sender.start()
+    checked = time.monotonic()
     try:
         while not stop.is_set():
             text = ws.receive(timeout=1)
             if text is not None:
-                _command(ws, rt, ws_id, by, text)
+                _command(ws, rt, ws_id, raw, text)
+            if time.monotonic() - checked >= SOCKET_REAUTH_SECONDS:
+                # A token revoked or expired while the socket is open stops its events too.
+                _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], ws_id)
+                checked = time.monotonic()
+    except ServiceError as exc:
+        _refuse(ws, exc)
     except ConnectionClosed:
         pass
     finally:
@@ -66,6 +68,18 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
         live.put({"type": STOP})
         fanout.unsubscribe(ws_id, live)
         sender.join(timeout=2)
+
+
+def _authorized(rt: Runtime, raw: str, rule: access.Rule, ws_id: str) -> Principal:
+    who = access.authorize(rt, rule, {"ws_id": ws_id}, raw=raw)
+    assert who is not None  # the socket's rule is not public
+    return who
+
+
+def _refuse(ws: Any, exc: ServiceError) -> None:
+    with contextlib.suppress(ConnectionClosed, OSError):
+        ws.send(json.dumps({"type": EventType.ERROR, "status": exc.status, "message": exc.message}))
+        ws.close(reason=1008, message=exc.message[:100])
 
 
 class _SerialSocket:
@@ -82,9 +96,9 @@ class _SerialSocket:
     def receive(self, timeout: float | None = None) -> Any:
         return self._ws.receive(timeout=timeout)
 
-    def close(self) -> None:
+    def close(self, reason: int | None = None, message: str | None = None) -> None:
         with contextlib.suppress(ConnectionClosed, OSError):
-            self._ws.close()
+            self._ws.close(reason=reason, message=message)
 
 
 def _cursor(value: str | None) -> int:
@@ -156,28 +170,36 @@ def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
     return last
 
 
-def _command(ws: Any, rt: Runtime, ws_id: str, by: str, text: str | bytes) -> None:
+def _command(ws: Any, rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> None:
     """A client message: {"type": "send"|"approve"|"cancel", ...}; answered with a `reply`
     carrying the HTTP status and body the same call would have had. Bad input is a 4xx
-    reply and the socket stays open."""
+    reply and the socket stays open; a token no longer valid closes it after the reply."""
     request_id = None
+    refused: ServiceError | None = None
     try:
         body = parse_object(text)
         request_id = _request_id(body)
         kind = body.get("type")
-        if kind == "send":
-            status, result = commands.send(rt, ws_id, body)
-        elif kind == "approve":
-            status, result = commands.approve(rt, ws_id, body, by=by)
-        elif kind == "cancel":
-            status, result = commands.cancel_turn(rt, ws_id, body, by=by)
-        else:
+        if not isinstance(kind, str) or kind not in access.SOCKET_COMMANDS:
             raise BadRequestError(
                 f"type: expected 'send', 'approve' or 'cancel', got {_shown(kind)}", field="type"
             )
+        try:  # the token again, each time: it may have been revoked since the socket opened
+            who = _authorized(rt, raw, access.Rule(access.SOCKET_COMMANDS[kind], owned=True), ws_id)
+        except UnauthorizedError as exc:
+            refused = exc
+            raise
+        if kind == "send":
+            status, result = commands.send(rt, ws_id, body)
+        elif kind == "approve":
+            status, result = commands.approve(rt, ws_id, body, by=who, via="websocket")
+        else:
+            status, result = commands.cancel_turn(rt, ws_id, body, by=who.name)
     except ServiceError as exc:
         status, result = exc.status, {"error": exc.message, **exc.details}
     ws.send(json.dumps({"type": "reply", "request_id": request_id, "status": status, "body": result}))
+    if refused is not None:
+        raise refused
 
 
 def _request_id(body: dict[str, Any]) -> str | int | None:

@@ -29,6 +29,7 @@ def answer(page: Page):  # type: ignore[no-untyped-def]
 def test_sign_in_create_and_a_plain_turn_streams(open_page, model, workdir, screenshot):
     page = open_page(sign_in=False)
     expect(page.locator("#login")).to_be_visible()
+    page.locator("#token-entry summary").click()  # pasting a token, under the password form
     page.locator("#token").fill("wrong-token")
     page.locator("#token").press("Enter")
     expect(page.locator("#login-error")).to_contain_text("refused")

@@ -26,15 +26,19 @@ def test_a_token_created_by_the_cli_works(services):
 
     from tests.integration.services import BIN, ROOT
 
-    out = subprocess.run(
-        [str(BIN / "turnstone-jobs"), "token", "create", "ci"],
-        env=services.env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    token = out.stdout.strip().splitlines()[-1]
+    def cli(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(
+            [str(BIN / "turnstone-jobs"), *args],
+            env=services.env,
+            cwd=ROOT,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    cli("user", "create", "ci", stdin="a password for ci\n")
+    token = cli("token", "create", "ci").strip().splitlines()[-1]
     r = httpx.get(services.base_url + "/v1/api/workstreams", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200
 
@@ -231,14 +235,18 @@ def test_a_malformed_length_or_coding_is_a_json_400(services, header):
 @pytest.mark.parametrize(
     ("token", "path", "status"),
     [
-        (API_TOKEN, "/v1/api/workstreams/nope/send", 413),
-        ("wrong", "/v1/api/workstreams/nope/send", 401),
+        (API_TOKEN, "/v1/api/workstreams/{ws}/send", 413),
+        ("wrong", "/v1/api/workstreams/{ws}/send", 401),
+        (API_TOKEN, "/v1/api/workstreams/nope/send", 404),  # refused before the body is parsed
         (API_TOKEN, "/v1/api/no-such-endpoint", 404),
     ],
 )
-def test_a_10_mb_body_is_read_before_the_answer_so_the_client_sees_it(services, token, path, status):
+def test_a_10_mb_body_is_read_before_the_answer_so_the_client_sees_it(
+    services, api, workdir, token, path, status
+):
     """No Expect: 100-continue, as most clients send: the whole body goes out, then the answer
     is read. Closing before reading it would be a broken pipe for the sender."""
+    path = path.replace("{ws}", api.create_workstream(working_dir=str(workdir)))
     body = b'{"message": "' + b"x" * (10 * 1024 * 1024) + b'"}'
     head = (
         f"POST {path} HTTP/1.1\r\nHost: x\r\n"

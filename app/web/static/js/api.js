@@ -18,8 +18,8 @@ export const token = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
-async function call(method, path, body) {
-  const headers = { Authorization: `Bearer ${token.get() || ""}` };
+async function call(method, path, body, { signedIn = true } = {}) {
+  const headers = signedIn ? { Authorization: `Bearer ${token.get() || ""}` } : {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(`/v1/api${path}`, {
     method,
@@ -27,7 +27,7 @@ async function call(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const data = await response.json().catch(() => null);
-  if (response.status === 401) throw new UnauthorizedError("unauthorized");
+  if (response.status === 401 && signedIn) throw new UnauthorizedError("unauthorized");
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
 }
@@ -35,6 +35,10 @@ async function call(method, path, body) {
 const ws = (id) => `/workstreams/${encodeURIComponent(id)}`;
 
 export const api = {
+  // Sign-in: a short-lived token for this tab; 401 wrong name or password, 429 slowed down.
+  login: (username, password) => call("POST", "/login", { username, password }, { signedIn: false }),
+  logout: () => call("POST", "/logout"),
+  me: () => call("GET", "/me"),
   list: () => call("GET", "/workstreams").then((d) => d.workstreams),
   create: (body) => call("POST", "/workstreams", body),
   describe: (id) => call("GET", ws(id)),

@@ -105,13 +105,14 @@ export class ToolCard {
     this.el.classList.toggle("is-pending", pending);
   }
 
-  resolve({ approved, feedback, always, by, how }) {
+  resolve({ approved, feedback, always, by, how, via }) {
     this.resolved = true;
     this.setPending(false);
     if (!this.final) this.setStatus(approved ? "approved" : "denied");
     const verdict = approved ? (always ? "Always approved" : "Approved") : "Denied";
     const who = h("span", { class: "decision-by" }, ` by ${by || "someone"}`);
     const parts = [h("strong", {}, verdict), who, h("span", { class: "decision-how" }, ` · ${how || "user"}`)];
+    if (via) parts.push(h("span", { class: "decision-via" }, ` · via ${via}`));
     if (feedback) parts.push(h("span", { class: "decision-feedback" }, ` — “${feedback}”`));
     this.decision.replaceChildren(...parts);
     this.decision.dataset.approved = String(Boolean(approved));

@@ -73,7 +73,7 @@ function hashWorkstream() {
   return m ? m[1] : null;
 }
 
-// -- token --------------------------------------------------------------------------------
+// -- signing in ---------------------------------------------------------------------------
 
 function signOut(message = "") {
   token.clear();
@@ -83,15 +83,19 @@ function signOut(message = "") {
   $("app").hidden = true;
   $("login").hidden = false;
   $("login-error").textContent = message;
-  $("token").focus();
+  $("whoami").textContent = "";
+  ($("username").value ? $("password") : $("username")).focus();
 }
 
 async function signIn() {
+  let me;
   try {
-    await api.list();
+    me = await api.me();
   } catch (err) {
     return signOut(err instanceof UnauthorizedError ? "That token was refused." : `Cannot reach the service: ${err.message}`);
   }
+  $("whoami").textContent = me.name;
+  $("whoami").title = `Signed in as ${me.name} (${me.scopes.join(", ")})`;
   $("login").hidden = true;
   $("app").hidden = false;
   await sidebar.refresh();
@@ -101,13 +105,37 @@ async function signIn() {
   else $("composer").hidden = true;
 }
 
-$("login-form").addEventListener("submit", (e) => {
+$("login-form").addEventListener("submit", async (e) => {
   e.preventDefault();
-  token.set($("token").value.trim());
+  const pasted = $("token").value.trim();
   $("token").value = "";
+  if (pasted) {
+    token.set(pasted);
+    return signIn();
+  }
+  const name = $("username").value.trim();
+  const password = $("password").value;
+  $("password").value = "";
+  if (!name || !password) {
+    $("login-error").textContent = "Give your user name and password, or paste a token.";
+    return;
+  }
+  try {
+    const session = await api.login(name, password);
+    token.set(session.token);
+  } catch (err) {
+    $("login-error").textContent =
+      err.status === 401 ? "Wrong user name or password." : err.status === 429 ? err.message : `Cannot sign in: ${err.message}`;
+    $("password").focus();
+    return;
+  }
   signIn();
 });
-$("sign-out").addEventListener("click", () => signOut());
+$("sign-out").addEventListener("click", async () => {
+  // A sign-in's token is revoked on the server; a pasted API token is only forgotten here.
+  await api.logout().catch(() => null);
+  signOut();
+});
 
 // -- composer -----------------------------------------------------------------------------
 

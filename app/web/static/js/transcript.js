@@ -36,8 +36,14 @@ export class Transcript {
       const turn = this.turn(m.turn_id);
       if (m.role === "user") this.storedUser(turn, m.content || "");
       else if (m.role === "assistant") this.storedAssistant(turn, m);
-      else if (m.role === "tool") this.card(turn, turn.lastStep, m.tool_call_id).result(m.content, m.is_error);
+      else if (m.role === "tool") this.storedResult(turn, m);
     }
+  }
+
+  storedResult(turn, m) {
+    const card = this.card(turn, turn.lastStep, m.tool_call_id);
+    card.result(m.content, m.is_error);
+    if (m.decision) card.resolve({ ...m.decision, always: m.decision.how === "always" });
   }
 
   storedUser(turn, text) {

@@ -1,0 +1,1 @@
+"""Users, their API tokens and scopes, and who owns which workstream."""

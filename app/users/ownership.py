@@ -1,0 +1,53 @@
+"""Who may see a workstream: its owner, and admins. One rule, reused by every feature that
+reaches a workstream (the API, the websocket, recall, memories, watches, sub-agents).
+
+A workstream with no owner is the operator's (made with TURNSTONE_API_TOKEN, or before users
+existed): admins see it, users do not. Another user's workstream is *not found* (404), never
+forbidden, so that ids do not leak.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import col
+
+from app.errors import NotFoundError
+from app.runtime import Runtime
+from app.storage.models import Workstream
+from app.users.principal import Principal
+
+
+def owner_for_new(principal: Principal) -> str | None:
+    """The owner a workstream that `principal` creates gets."""
+    return principal.user_id
+
+
+def owner_for_child(parent: Workstream) -> str | None:
+    """A child workstream (a sub-agent's) belongs to its parent's owner, whoever started it."""
+    return parent.owner_id
+
+
+def can_see(principal: Principal, ws: Workstream) -> bool:
+    if principal.is_admin:
+        return True
+    return ws.owner_id is not None and ws.owner_id == principal.user_id
+
+
+def visible_clause(principal: Principal) -> Any:
+    """A WHERE clause on Workstream for what `principal` may see (None: everything)."""
+    if principal.is_admin:
+        return None
+    if principal.user_id is None:  # the operator without admin: cannot happen, but see nothing
+        return col(Workstream.id).is_(None)
+    return col(Workstream.owner_id) == principal.user_id
+
+
+def require_workstream(rt: Runtime, principal: Principal, ws_id: str) -> Workstream:
+    """The workstream, when `principal` may see it; NotFoundError (404) when it does not exist
+    or is someone else's: the same answer, so an id says nothing about who owns it."""
+    with rt.db.reader() as s:
+        ws = s.get(Workstream, ws_id)
+    if ws is None or not can_see(principal, ws):
+        raise NotFoundError(f"no workstream {ws_id}")
+    return ws

@@ -1,0 +1,173 @@
+"""Who may call what: one declarative rule per endpoint, enforced before any view runs.
+
+RULES maps every endpoint of the Flask url_map to the scope it needs and whether the resource in
+its path is owner-checked (another user's is a 404). An endpoint with no rule is refused for
+everyone (fail closed), and tests/integration/test_access_table.py fails until it has one: a new
+route is one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, current_app, g, jsonify, request
+
+from app.errors import ForbiddenError, NotFoundError, ServiceError
+from app.previews import store as preview_store
+from app.runtime import Runtime
+from app.settings import MAX_ID_CHARS
+from app.users import ownership, tokens
+from app.users.principal import Principal
+from app.users.scopes import Scope
+from app.web.requests import path_id
+
+
+@dataclass(frozen=True)
+class Rule:
+    scope: str | None  # None with public=False: any valid token
+    owned: bool = False  # the path's resource (ws_id, token_id) must be the caller's, or 404
+    public: bool = False  # no token needed
+    in_view: bool = False  # the view authorizes itself through `authorize` (the websocket: in a frame)
+
+
+SOCKET_ENDPOINT = "__flask_sock.workstream_socket"  # flask-sock's blueprint, the view's name
+PUBLIC = Rule(scope=None, public=True)
+SIGNED_IN = Rule(scope=None)  # any valid token, whatever its scopes
+
+RULES: dict[str, Rule] = {
+    # the job API (app/web/api.py)
+    "api.create_workstream": Rule(Scope.WRITE),
+    "api.list_workstreams": Rule(Scope.READ),
+    "api.get_workstream": Rule(Scope.READ, owned=True),
+    "api.history": Rule(Scope.READ, owned=True),
+    "api.send": Rule(Scope.WRITE, owned=True),
+    "api.cancel": Rule(Scope.WRITE, owned=True),
+    "api.approve": Rule(Scope.APPROVE, owned=True),
+    "api.delete_workstream": Rule(Scope.WRITE, owned=True),
+    "api.openapi": PUBLIC,
+    # attachments and previews (app/web/previews.py); content is reached by a signed link
+    "previews.attach": Rule(Scope.WRITE, owned=True),
+    "previews.list_attachments": Rule(Scope.READ, owned=True),
+    "previews.list_previews": Rule(Scope.READ, owned=True),
+    "previews.describe_preview": Rule(Scope.READ, owned=True),
+    "previews.preview_content": PUBLIC,
+    # accounts (app/web/accounts.py)
+    "accounts.login": PUBLIC,
+    "accounts.logout": SIGNED_IN,
+    "accounts.me": SIGNED_IN,
+    "accounts.list_tokens": Rule(Scope.READ),
+    "accounts.create_token": Rule(Scope.WRITE),
+    "accounts.revoke_token": Rule(Scope.WRITE, owned=True),
+    "accounts.list_users": Rule(Scope.ADMIN),
+    "accounts.create_user": Rule(Scope.ADMIN),
+    # the websocket (app/web/websocket.py): read to follow; each command checks its own scope
+    SOCKET_ENDPOINT: Rule(Scope.READ, owned=True, in_view=True),
+    # health, the web client
+    "health.check": PUBLIC,
+    "client.index": PUBLIC,
+    "client.static": PUBLIC,
+}
+
+# What each websocket command needs, beyond the socket's own rule.
+SOCKET_COMMANDS: dict[str, str] = {"send": Scope.WRITE, "cancel": Scope.WRITE, "approve": Scope.APPROVE}
+
+
+# -- ownership of what a path names ---------------------------------------------------------
+
+
+MAX_ROW_ID = 2**31  # integer ids are 32-bit columns
+
+
+def _own_workstream(rt: Runtime, who: Principal, value: str) -> None:
+    ownership.require_workstream(rt, who, value)
+
+
+def _own_token(rt: Runtime, who: Principal, value: int) -> None:
+    if not 0 < value < MAX_ROW_ID:  # a larger number is no row, and PostgreSQL would refuse it
+        raise NotFoundError(f"no token {value}")
+    _, owner = tokens.owner_of(rt, value)
+    if not who.is_admin and (owner is None or owner != who.user_id):
+        raise NotFoundError(f"no token {value}")
+
+
+def _own_preview(rt: Runtime, who: Principal, value: str) -> None:
+    try:
+        row = preview_store.preview(rt.db, path_id("preview", value))
+        ownership.require_workstream(rt, who, row.ws_id)
+    except NotFoundError:
+        raise NotFoundError(f"no preview {value[:MAX_ID_CHARS]}") from None
+
+
+# Path parameters that name something with an owner, and how its owner is checked.
+OWNED_PARAMS: dict[str, Callable[[Runtime, Principal, Any], None]] = {
+    "ws_id": _own_workstream,
+    "token_id": _own_token,
+    "preview_id": _own_preview,
+}
+
+
+# -- enforcement ------------------------------------------------------------------------------
+
+
+def presented_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return request.args.get("token") or None
+
+
+def authorize(rt: Runtime, rule: Rule, view_args: dict[str, Any], raw: str | None = None) -> Principal | None:
+    """The caller, when `rule` lets them through; a ServiceError (401, 403, 404) otherwise.
+    The token is the request's unless `raw` gives it (a websocket re-checking its own)."""
+    if rule.public:
+        return None
+    who = tokens.authenticate(rt, raw if raw is not None else presented_token())
+    if rule.scope is not None:
+        require_scope(who, rule.scope)
+    if rule.owned:
+        for name, value in view_args.items():
+            if name in OWNED_PARAMS:
+                OWNED_PARAMS[name](rt, who, value)
+    return who
+
+
+def require_scope(who: Principal, scope: str) -> None:
+    if not who.has(scope):
+        raise ForbiddenError(f"forbidden: this token lacks the '{scope}' scope", scope=scope)
+
+
+def principal() -> Principal:
+    """The caller of the current request (set by the gate; a route without a token has none)."""
+    who = g.get("principal")
+    if who is None:
+        raise RuntimeError("no principal: the endpoint's rule is public")
+    return who
+
+
+def init_app(app: Flask) -> None:
+    app.before_request(_gate)
+
+
+def _gate() -> Any:
+    if request.endpoint is None:  # no such route: the 404 handler answers
+        return None
+    rule = RULES.get(request.endpoint)
+    if rule is None:  # fail closed: a route nobody wrote a rule for is no one's to call
+        return _refuse(ForbiddenError(f"forbidden: {request.endpoint} has no access rule"))
+    if rule.in_view:
+        return None
+    try:
+        g.principal = authorize(current_app.extensions["runtime"], rule, dict(request.view_args or {}))
+    except ServiceError as exc:
+        return _refuse(exc)
+    return None
+
+
+def _refuse(exc: ServiceError) -> Any:
+    response = jsonify(error=exc.message, **exc.details)
+    response.status_code = exc.status
+    if exc.status == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response

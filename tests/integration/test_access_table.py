@@ -1,0 +1,207 @@
+"""The access table: every route of the Flask url_map (and the websocket, and each websocket
+command) x every kind of caller, against the running service, with the status each must get.
+
+The rows come from the application's own url_map, and the expected status from the route's rule
+in app/web/access.py: a new endpoint with no rule fails here (and is refused for everyone)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import websocket
+
+from app import create_app
+from app.settings import Settings
+from app.web.access import OWNED_PARAMS, RULES, SOCKET_COMMANDS, SOCKET_ENDPOINT, Rule
+from tests.integration.people import People, Person
+from tests.integration.services import API_TOKEN, BIN, ROOT, Services
+
+pytestmark = pytest.mark.integration
+
+SCOPES = ("read", "write", "approve", "admin")
+DENIED = (401, 403)
+
+
+@dataclass(frozen=True)
+class Caller:
+    label: str
+    token: str | None
+    kind: str  # anonymous, invalid, scope, other, owner, admin
+    scope: str | None = None
+
+
+@dataclass
+class World:
+    callers: list[Caller]
+    owner: Person
+    ws_id: str
+    people: People
+
+
+@pytest.fixture(scope="session")
+def world(services: Services) -> World:
+    people = People(services)
+    owner = people.user("alice")
+    other = people.user("bob")
+    admin = people.user("root", admin=True)
+    gone = people.user("carol")
+    subprocess.run(
+        [str(BIN / "turnstone-jobs"), "user", "disable", gone.name],
+        env=services.env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    callers = [
+        Caller("no token", None, "anonymous"),
+        Caller("wrong token", "tj_not-a-token", "invalid"),
+        Caller("expired", people.expired(owner), "invalid"),
+        Caller("revoked", people.revoked(owner), "invalid"),
+        Caller("disabled user", gone.tokens["all"], "invalid"),
+        *[
+            Caller(f"only {s}", people.token(admin if s == "admin" else owner, [s]), "scope", s)
+            for s in SCOPES
+        ],
+        Caller("another user", other.tokens["all"], "other"),
+        Caller("owner", owner.tokens["all"], "owner"),
+        Caller("admin user", admin.tokens["all"], "admin"),
+        Caller("operator", API_TOKEN, "admin"),
+    ]
+    ws_id = owner.api(services).create_workstream(name="owned by alice", working_dir=str(services.workdir))
+    return World(callers, owner, ws_id, people)
+
+
+def expected(rule: Rule, caller: Caller) -> int | str:
+    """A status, or "pass": got past the gate (neither 401 nor 403, nor 404 on an owned path)."""
+    if rule.public:
+        return "pass"
+    if caller.kind in ("anonymous", "invalid"):
+        return 401
+    if caller.kind == "scope":
+        return "pass" if rule.scope in (None, caller.scope) else 403
+    if rule.scope == "admin" and caller.kind != "admin":
+        return 403
+    if caller.kind == "other" and rule.owned:
+        return 404
+    return "pass"
+
+
+def matches(want: int | str, got: int, rule: Rule) -> bool:
+    if want == "pass":
+        return got not in DENIED and got < 500 and not (rule.owned and got == 404)
+    return got == want
+
+
+def app_routes(services: Services) -> Iterator[tuple[str, str, str]]:
+    """(endpoint, method, rule path) of every route the application serves."""
+    app = create_app(Settings.from_mapping({}, services.env))
+    try:
+        for r in app.url_map.iter_rules():
+            for method in sorted((r.methods or set()) - {"HEAD", "OPTIONS"}):
+                yield r.endpoint, method, r.rule
+    finally:
+        app.extensions["runtime"].close()
+
+
+def fill(path: str, world: World) -> str:
+    """The route's path with a value for each of its parameters, one the owner owns."""
+    samples: dict[str, Callable[[], str]] = {
+        "ws_id": lambda: world.ws_id,
+        "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
+        "filename": lambda: "style.css",
+        "path": lambda: "style.css",
+    }
+    out = path
+    while "<" in out:
+        start, end = out.index("<"), out.index(">")
+        name = out[start + 1 : end].split(":")[-1]
+        assert name in samples, f"the access table has no sample value for <{name}> in {path}: add one"
+        out = out[:start] + samples[name]() + out[end + 1 :]
+    return out
+
+
+def test_every_route_has_a_rule(services):
+    missing = sorted({e for e, _, _ in app_routes(services)} - set(RULES))
+    assert not missing, f"routes with no access rule in app/web/access.py: {missing}"
+    stale = sorted(set(RULES) - {e for e, _, _ in app_routes(services)})
+    assert not stale, f"rules for routes that no longer exist: {stale}"
+    # A path naming something with an owner (a workstream, a token) is owner-checked, or public.
+    unowned = sorted(
+        f"{e} {p}"
+        for e, _, p in app_routes(services)
+        if any(f":{n}>" in p or f"<{n}>" in p for n in OWNED_PARAMS)
+        and not (RULES[e].owned or RULES[e].public)
+    )
+    assert not unowned, f"routes naming an owned resource without owned=True: {unowned}"
+
+
+def test_every_route_x_every_caller(services, world):
+    failures = []
+    rows = 0
+    for endpoint, method, path in app_routes(services):
+        rule = RULES[endpoint]
+        if rule.in_view:
+            continue  # the websocket: the next test
+        for caller in world.callers:
+            headers = {"Authorization": f"Bearer {caller.token}"} if caller.token else {}
+            r = httpx.request(
+                method, services.base_url + fill(path, world), headers=headers, json={}, timeout=30
+            )
+            rows += 1
+            want = expected(rule, caller)
+            if not matches(want, r.status_code, rule):
+                failures.append(
+                    f"{method} {path} as {caller.label}: want {want}, got {r.status_code} {r.text[:120]}"
+                )
+            elif r.status_code == 403 and caller.kind == "scope":
+                assert rule.scope and f"'{rule.scope}'" in r.json()["error"], r.text  # names the scope
+            elif r.status_code == 401:
+                assert r.headers["WWW-Authenticate"] == "Bearer" and r.json()["error"]
+    assert rows >= 15 * len(world.callers)
+    assert not failures, "\n".join(failures)
+
+
+def open_socket(services: Services, ws_id: str, token: str | None) -> websocket.WebSocket:
+    url = services.base_url.replace("http://", "ws://") + f"/v1/ws/workstreams/{ws_id}"
+    return websocket.create_connection(url + (f"?token={token}" if token else ""), timeout=10)
+
+
+def exchange(conn: websocket.WebSocket, command: str) -> dict:
+    """Send a command; the reply to it, or the error frame of a socket that was refused."""
+    conn.send(json.dumps({"type": command, "request_id": command}))
+    while True:
+        frame = json.loads(conn.recv())
+        if frame.get("type") in ("reply", "error"):
+            return dict(frame)
+
+
+def test_the_websocket_and_its_commands_x_every_caller(services, world):
+    rule = RULES[SOCKET_ENDPOINT]
+    failures = []
+    for caller in world.callers:
+        conn = open_socket(services, world.ws_id, caller.token)
+        try:
+            first = exchange(conn, "cancel")
+            got = first["status"] if first["type"] == "error" else "pass"
+            want = expected(rule, caller)
+            if want != got:
+                failures.append(f"socket as {caller.label}: want {want}, got {first}")
+            if got != "pass":
+                continue
+            # Open: each command needs its own scope on top of the socket's.
+            replies = {"cancel": first, **{c: exchange(conn, c) for c in SOCKET_COMMANDS if c != "cancel"}}
+            for command, scope in SOCKET_COMMANDS.items():
+                status = replies[command]["status"]
+                allowed = caller.kind in ("owner", "admin") or caller.scope == scope
+                if (allowed and status in (401, 403, 404)) or (not allowed and status != 403):
+                    failures.append(f"socket {command} as {caller.label}: got {status} {replies[command]}")
+                elif status == 403:
+                    assert f"'{scope}'" in replies[command]["body"]["error"]
+        finally:
+            conn.close()
+    assert not failures, "\n".join(failures)
