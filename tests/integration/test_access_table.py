@@ -16,7 +16,9 @@ import pytest
 import websocket
 
 from app import create_app
+from app.previews import links, store
 from app.settings import Settings
+from app.storage.database import Database
 from app.web.access import OWNED_PARAMS, RULES, SOCKET_COMMANDS, SOCKET_ENDPOINT, Rule
 from tests.integration.people import People, Person
 from tests.integration.services import API_TOKEN, BIN, ROOT, Services
@@ -41,6 +43,13 @@ class World:
     owner: Person
     ws_id: str
     people: People
+    preview_id: str
+    preview_link: str  # its content, signed: the link is the permission, whoever calls
+    services: Services
+
+    def fresh_workstream(self) -> str:
+        """A workstream of the owner's to delete (DELETE must not take the shared one)."""
+        return self.owner.api(self.services).create_workstream(working_dir=str(self.services.workdir))
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +82,11 @@ def world(services: Services) -> World:
         Caller("operator", API_TOKEN, "admin"),
     ]
     ws_id = owner.api(services).create_workstream(name="owned by alice", working_dir=str(services.workdir))
-    return World(callers, owner, ws_id, people)
+    db = Database(services.env["DATABASE_URL"])
+    shown = store.Content("text", "text/plain; charset=utf-8", "notes", "notes.txt", b"hello")
+    preview = store.add_preview(db, ws_id, None, shown)
+    db.engine.dispose()
+    return World(callers, owner, ws_id, people, preview.id, links.content_link(preview), services)
 
 
 def expected(rule: Rule, caller: Caller) -> int | str:
@@ -108,10 +121,13 @@ def app_routes(services: Services) -> Iterator[tuple[str, str, str]]:
         app.extensions["runtime"].close()
 
 
-def fill(path: str, world: World) -> str:
+def fill(path: str, world: World, method: str = "GET") -> str:
     """The route's path with a value for each of its parameters, one the owner owns."""
+    if path == "/v1/api/previews/<preview_id>/content":
+        return world.preview_link
     samples: dict[str, Callable[[], str]] = {
-        "ws_id": lambda: world.ws_id,
+        "ws_id": lambda: world.fresh_workstream() if method == "DELETE" else world.ws_id,
+        "preview_id": lambda: world.preview_id,
         "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
         "filename": lambda: "style.css",
         "path": lambda: "style.css",
@@ -150,7 +166,7 @@ def test_every_route_x_every_caller(services, world):
         for caller in world.callers:
             headers = {"Authorization": f"Bearer {caller.token}"} if caller.token else {}
             r = httpx.request(
-                method, services.base_url + fill(path, world), headers=headers, json={}, timeout=30
+                method, services.base_url + fill(path, world, method), headers=headers, json={}, timeout=30
             )
             rows += 1
             want = expected(rule, caller)
