@@ -136,6 +136,7 @@ def test_only_tools_with_a_handler_are_offered():
         "edit_file",
         "read_file",
         "search",
+        "watch",
         "web_fetch",
         "web_search",
         "write_file",
