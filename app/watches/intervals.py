@@ -8,7 +8,7 @@ from app.settings import WATCH_MAX_INTERVAL_SECONDS, WATCH_MIN_INTERVAL_SECONDS
 
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 MAX_INTERVAL_TEXT = 32  # longer text is not an interval, and is not echoed whole
-_INTERVAL = re.compile(r"(\d{1,9})\s*([smh])")
+_INTERVAL = re.compile(r"([0-9]{1,9}) ?([smh])")  # ASCII digits: int() would take any script's
 
 
 class IntervalError(ValueError):
@@ -20,7 +20,7 @@ def parse_interval(text: object) -> int:
     if not isinstance(text, str):
         raise IntervalError(f"poll_every must be a string such as '30s', '5m' or '1h', not {_kind(text)}")
     cleaned = text.strip().lower()
-    if cleaned.isdigit():
+    if cleaned.isascii() and cleaned.isdigit():
         cleaned += "s"
     match = _INTERVAL.fullmatch(cleaned) if len(cleaned) <= MAX_INTERVAL_TEXT else None
     if match is None:
