@@ -10,6 +10,9 @@ from app.tools import watch
 from app.tools.base import ToolContext
 
 
+LS = {"action": "create", "command": "ls", "name": "x"}
+
+
 def prepare(tmp_path, **args):  # type: ignore[no-untyped-def]
     return watch.prepare(args, ToolContext(ws_id="ws", working_dir=str(tmp_path)))
 
@@ -55,19 +58,19 @@ def test_list_and_cancel_run_without_asking(tmp_path):
         ),
         ({"action": "create", "command": "ls", "name": "a\x00b"}, "'name' must not contain a NUL"),
         ({"action": "create", "command": "ls \ud800", "name": "x"}, "lone surrogate"),
-        ({"action": "create", "command": "ls", "name": "x", "poll_every": "5s"}, "from 10s to 24h"),
-        ({"action": "create", "command": "ls", "name": "x", "poll_every": "2d"}, "not a duration"),
-        ({"action": "create", "command": "ls", "name": "x", "poll_every": 30}, "must be a string"),
+        ({**LS, "poll_every": "5s"}, "from 10s to 24h"),
+        ({**LS, "poll_every": "2d"}, "not a duration"),
+        ({**LS, "poll_every": 30}, "must be a string"),
         (
-            {"action": "create", "command": "ls", "name": "x", "max_polls": 0},
+            {**LS, "max_polls": 0},
             "'max_polls' must be from 1 to 10000",
         ),
-        ({"action": "create", "command": "ls", "name": "x", "max_polls": 10**12}, "from 1 to 10000"),
-        ({"action": "create", "command": "ls", "name": "x", "max_polls": True}, "whole number"),
-        ({"action": "create", "command": "ls", "name": "x", "max_polls": "5"}, "whole number"),
-        ({"action": "create", "command": "ls", "name": "x", "stop_on": "__import__('os')"}, "may not call"),
-        ({"action": "create", "command": "ls", "name": "x", "stop_on": "2**10**10"}, "power is too large"),
-        ({"action": "create", "command": "ls", "name": "x", "stop_on": {"a": 1}}, "needs 'stop_on'"),
+        ({**LS, "max_polls": 10**12}, "from 1 to 10000"),
+        ({**LS, "max_polls": True}, "whole number"),
+        ({**LS, "max_polls": "5"}, "whole number"),
+        ({**LS, "stop_on": "__import__('os')"}, "may not call"),
+        ({**LS, "stop_on": "2**10**10"}, "power is too large"),
+        ({**LS, "stop_on": {"a": 1}}, "needs 'stop_on'"),
         (
             {"action": "create", "command": "rm -rf /", "name": "x"},
             "Blocked: command matches dangerous pattern",
