@@ -9,7 +9,6 @@ from app.storage.models import Message
 from app.tools import watch
 from app.tools.base import ToolContext
 
-
 LS = {"action": "create", "command": "ls", "name": "x"}
 
 
