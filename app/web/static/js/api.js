@@ -42,4 +42,6 @@ export const api = {
   send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
+  watches: (id) => call("GET", `${ws(id)}/watches`),
+  cancelWatch: (id, watchId) => call("DELETE", `${ws(id)}/watches/${encodeURIComponent(watchId)}`),
 };

@@ -5,6 +5,7 @@ import { api, token, UnauthorizedError } from "./api.js";
 import { bindKeys } from "./keys.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
+import { WatchesPanel } from "./watches.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -24,7 +25,13 @@ const view = new WorkstreamView(
   {
     onState: (wsId, state) => sidebar.setLiveState(wsId, state),
     onUnauthorized: () => signOut("That token was refused."),
+    onWatch: (watch) => watches.apply(watch),
   },
+);
+
+const watches = new WatchesPanel(
+  { root: $("watches"), count: $("watch-count"), list: $("watch-list") },
+  { onError: (err) => handleError(err) },
 );
 
 const sidebar = new Sidebar({ list: $("ws-list") }, { onSelect: (id) => select(id), onError: handleError });
@@ -43,6 +50,7 @@ async function select(wsId) {
   if (!ws) return;
   sidebar.setActive(wsId);
   $("composer").hidden = false;
+  watches.open(wsId);
   await view.open(ws).catch(handleError);
   // Waiting calls first: `y` / `n` then act on the first of them.
   const pending = view.transcript.pendingCards()[0];
@@ -61,6 +69,7 @@ function signOut(message = "") {
   token.clear();
   sidebar.stop();
   view.close();
+  watches.close();
   $("composer").hidden = true;
   $("app").hidden = true;
   $("login").hidden = false;

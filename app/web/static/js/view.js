@@ -12,8 +12,9 @@ export const REPLAY_OVERLAP = 2000;
 const BUSY = new Set(["thinking", "running", "attention"]);
 
 export class WorkstreamView {
-  constructor(els, { onState, onUnauthorized }) {
+  constructor(els, { onState, onUnauthorized, onWatch }) {
     this.els = els;
+    this.onWatch = onWatch || (() => {});
     this.onStateOut = onState;
     this.onUnauthorized = onUnauthorized;
     this.wsId = null;
@@ -74,6 +75,7 @@ export class WorkstreamView {
 
   event(e) {
     this.transcript.apply(e);
+    if (e.type === "watch") this.onWatch(e.watch);
     // Cancel names the turn it means, so a click that lands as that turn ends
     // cannot stop the queued turn that starts next.
     if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;
