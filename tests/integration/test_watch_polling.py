@@ -4,6 +4,7 @@ polls, firing, the depth guard. The whole service with beat is in test_watch_ser
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -259,3 +260,21 @@ def test_the_depth_guard_stores_the_sixth_watch_result_without_a_turn(rt, tmp_pa
     with rt.db.session() as s:
         last = s.exec(select(Turn).where(Turn.ws_id == ws.id).order_by(col(Turn.created_at).desc())).first()
     assert last is not None and last.origin == "watch" and "'after'" in last.message
+
+
+def test_cancelling_a_watch_stops_its_running_poll(rt, tmp_path):
+    ws = workstreams.create(rt, working_dir=str(tmp_path))
+    watch = store.create(rt.db, ws.id, spec(command="echo started > started; sleep 60; echo late > late"))
+    ((_, token),) = poller.claim_due(rt)
+    polling = threading.Thread(target=poller.poll, args=(rt, watch.id, token))
+    polling.start()
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists():  # the command is running
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    store.cancel(rt.db, watch.id)
+    polling.join(timeout=10)
+    assert not polling.is_alive()  # its process group was killed within the check interval
+    assert not (tmp_path / "late").exists()
+    cancelled = load(rt, watch.id)
+    assert cancelled.status == WatchStatus.CANCELLED and cancelled.polls == 0
