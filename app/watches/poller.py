@@ -117,7 +117,10 @@ def _run(rt: Runtime, watch: Watch, ws: Workstream) -> PollResult:
         is_cancelled=_cancel_check(rt, watch.id),
     )
     timeout = rt.settings.tools.timeout
-    done = bash.run(watch.command, timeout, ctx)
+    try:
+        done = bash.run(watch.command, timeout, ctx)
+    except OSError as exc:  # no bash, no room for a process: a failed poll, not a lost claim
+        return PollResult(f"Error: the command could not be started: {exc}", -1, watch.last_output)
     text = done.text
     if done.stopped == "timeout":
         text += f"\n[timed out after {timeout} s and was stopped]"
