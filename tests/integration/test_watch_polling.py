@@ -250,9 +250,17 @@ def test_the_depth_guard_stores_the_sixth_watch_result_without_a_turn(rt, tmp_pa
         watch = store.create(rt.db, ws.id, spec(f"w{n}", command=f"echo {n}", stop_on="True"))
         poll_once(rt, watch.id)
     with rt.db.session() as s:
-        origins = [t.origin for t in s.exec(select(Turn).where(Turn.ws_id == ws.id)).all()]
+        stored = s.exec(select(Turn).where(Turn.ws_id == ws.id).order_by(col(Turn.created_at))).all()
         held = s.exec(select(Message).where(Message.ws_id == ws.id, col(Message.turn_id).is_(None))).all()
-    assert origins == ["user"] + ["watch"] * WATCH_MAX_CHAIN
+    assert [t.origin for t in stored] == ["user"] + ["watch"] * WATCH_MAX_CHAIN
+    # The person's turn is still running: the watches' turns wait behind it, in order.
+    assert [t.status for t in stored] == [TurnStatus.ACTIVE] + [TurnStatus.QUEUED] * WATCH_MAX_CHAIN
+    events, _ = rt.events.replay(ws.id, 0)
+    queued = [e for e in events if e["type"] == "turn_queued"]
+    assert [e["turn_id"] for e in queued] == [t.id for t in stored[1:]]
+    assert all(e["origin"] == "watch" for e in queued)
+    (shown,) = [e for e in events if e["type"] == "message" and e.get("held")]
+    assert shown["origin"] == "watch" and shown["turn_id"] is None
     assert len(held) == 1 and held[0].origin == "watch" and held[0].content.endswith("output:\n5")
     turns.send(rt, ws.id, "a person again")  # the chain starts over
     watch = store.create(rt.db, ws.id, spec("after", stop_on="True"))
