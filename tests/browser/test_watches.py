@@ -8,6 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from app.storage.database import Database
+from app.storage.models import Message
 from tests.fakes.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.integration
@@ -66,3 +68,23 @@ def test_a_fired_watch_shows_as_the_watchs_message_and_its_turn_follows(open_pag
     page.reload()
     expect(page.locator(".msg-watch .origin-tag")).to_have_text("from a watch")
     expect(page.locator(".msg-user:not(.msg-watch) .bubble")).to_have_text("tell me when the tests pass")
+
+
+def test_a_held_watch_result_is_shown_apart_and_once(open_page, api, model, workdir, services):
+    """What the depth guard stores without a turn (see test_watch_polling for the guard itself)."""
+    ws_id = api.create_workstream(name="held", working_dir=str(workdir))
+    model.enqueue(Reply(text="Hello."))
+    api.send(ws_id, "hi")
+    api.wait_idle(ws_id)
+    held = "[watch 'loop' fired: the command's output changed (poll 2, every 10s)]\n$ date\n<i>x</i>"
+    db = Database(services.db.url)
+    with db.session() as s:
+        s.add(Message(ws_id=ws_id, turn_id=None, role="user", content=held, origin="watch"))
+    db.dispose()
+    page = open_page(ws_id)
+    note = page.locator(".msg-watch.is-held")
+    expect(note).to_have_count(1)
+    expect(note.locator(".bubble")).to_have_text(held)
+    expect(note.locator(".origin-tag")).to_contain_text("started no turn")
+    assert note.locator("i").count() == 0
+    expect(page.locator(".msg-user:not(.msg-watch) .bubble")).to_have_text("hi")

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import update
-from sqlmodel import Session, col, create_engine, select
+from sqlmodel import col, select
 
-from app.storage.database import make_engine
+from app.storage.database import Database
 from app.storage.models import Turn, Watch
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.services import Services
@@ -39,15 +39,10 @@ def create_watch(api, model, sock, ws_id: str, call: ToolCall) -> dict:  # type:
 
 
 @pytest.fixture
-def database(services: Services) -> Iterator[Session]:
-    engine = (
-        make_engine(services.db.url)
-        if services.db.backend == "postgresql"
-        else create_engine(services.db.url)
-    )
-    with Session(engine) as s:
-        yield s
-    engine.dispose()
+def database(services: Services) -> Iterator[Database]:
+    db = Database(services.db.url)
+    yield db
+    db.dispose()
 
 
 def test_a_watch_the_model_creates_fires_through_beat_and_starts_a_turn(api, model, open_socket, workdir):
@@ -111,12 +106,12 @@ def test_a_watch_survives_a_restart_and_an_overdue_one_polls_once(
     try:
         (workdir / "go").write_text("")
         # Hours pass while nothing runs: the watch is many polls overdue.
-        database.exec(
-            update(Watch)
-            .where(col(Watch.id) == first["watch_id"])
-            .values(next_poll_at=datetime.now(UTC) - timedelta(hours=5))
-        )
-        database.commit()
+        with database.session() as s:
+            s.exec(
+                update(Watch)
+                .where(col(Watch.id) == first["watch_id"])
+                .values(next_poll_at=datetime.now(UTC) - timedelta(hours=5))
+            )
         model.enqueue(Reply(text="The gate is open."), match="[watch 'gate' fired")
     finally:
         services.start_worker()
@@ -125,7 +120,8 @@ def test_a_watch_survives_a_restart_and_an_overdue_one_polls_once(
     sock.wait_turn_end(message["turn_id"])
     assert "(poll 2, every 1h)" in message["content"]
     assert (workdir / "polls.txt").read_text() == "poll\npoll\n"  # once on recovery, not once per missed hour
-    watch_turns = database.exec(select(Turn).where(Turn.ws_id == ws_id, Turn.origin == "watch")).all()
+    with database.reader() as s:
+        watch_turns = s.exec(select(Turn).where(Turn.ws_id == ws_id, Turn.origin == "watch")).all()
     assert len(watch_turns) == 1
 
 
