@@ -111,6 +111,7 @@ class EventType:
     REPLAY_TRUNCATED = "replay_truncated"
     TURN_QUEUED = "turn_queued"
     MESSAGE = "message"
+    WATCH = "watch"  # a watch was created, polled, fired or cancelled: `watch` is its summary
 
 
 @dataclass(frozen=True)

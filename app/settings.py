@@ -135,6 +135,20 @@ LOGIN_FAILURE_WINDOW_SECONDS = 15 * 60
 LOGIN_MAX_DELAY_SECONDS = 5 * 60
 # An open websocket re-checks its token this often, so a revoked or expired token stops it.
 SOCKET_REAUTH_SECONDS = 10.0
+# watch (app/watches): beat's pass over due watches runs every `watch_poll_seconds`.
+WATCH_POLL_SECONDS_ENV = "TURNSTONE_WATCH_POLL_SECONDS"
+WATCH_MIN_INTERVAL_SECONDS = 10
+WATCH_MAX_INTERVAL_SECONDS = 24 * 3600
+WATCH_DEFAULT_INTERVAL = "5m"
+WATCH_DEFAULT_MAX_POLLS = 100
+WATCH_MAX_POLLS = 10_000  # the most a model may ask for
+WATCH_MAX_ACTIVE = 5  # per workstream
+WATCH_OUTPUT_CHARS = 64 * 1024  # a poll's output, as kept, compared and reported
+WATCH_MAX_CHAIN = 5  # watch-started turns in a row without a person's message; past it, no turn
+WATCH_CLAIMS_PER_PASS = 100  # due watches one pass claims at most; the next pass takes the rest
+# A claimed watch not polled (and released) within the command timeout plus this is claimed
+# again: its poll task was lost, or its worker died.
+WATCH_CLAIM_GRACE_SECONDS = 60.0
 
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
@@ -293,6 +307,7 @@ class Settings:
             ),
             tool_sources=_tool_sources(config.get("tool_sources", {})),
             redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
+            watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
         )
 
 

@@ -14,6 +14,8 @@ MODEL_STEP_TASK = "turnstone.model_step"
 TOOL_BATCH_TASK = "turnstone.tool_batch"
 SWEEP_TASK = "turnstone.sweep"
 FINISH_CALL_TASK = "turnstone.finish_call"
+WATCH_PASS_TASK = "turnstone.watch_pass"  # beat: claim the due watches, enqueue their polls
+WATCH_POLL_TASK = "turnstone.watch_poll"  # one poll of one watch: a command, on the tool queue
 
 MODEL_QUEUE = "model_steps"
 TOOLS_QUEUE = "tool_batches"
@@ -43,6 +45,8 @@ def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
             SWEEP_TASK: {"queue": CONTROL_QUEUE},
             FINISH_CALL_TASK: {"queue": CONTROL_QUEUE},
             TOOL_BATCH_TASK: {"queue": TOOLS_QUEUE},
+            WATCH_PASS_TASK: {"queue": CONTROL_QUEUE},
+            WATCH_POLL_TASK: {"queue": TOOLS_QUEUE},
         },
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
         broker_connection_retry_on_startup=True,
@@ -69,3 +73,6 @@ class TaskQueue:
         self.celery.send_task(
             FINISH_CALL_TASK, args=[turn_id, call_id, output, is_error], queue=CONTROL_QUEUE
         )
+
+    def watch_poll(self, watch_id: str, claim_token: str) -> None:
+        self.celery.send_task(WATCH_POLL_TASK, args=[watch_id, claim_token], queue=TOOLS_QUEUE)

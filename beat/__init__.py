@@ -1,7 +1,8 @@
-"""The beat schedule (`celery -A beat beat`): recovery sweeps and housekeeping. Run exactly one."""
+"""The beat schedule (`celery -A beat beat`): recovery sweeps, housekeeping, the watches' pass.
+Run exactly one."""
 
 from app.settings import Settings
-from app.taskqueue import SWEEP_TASK, make_celery
+from app.taskqueue import SWEEP_TASK, WATCH_PASS_TASK, make_celery
 
 # A sweep not started within this many intervals is dropped: a newer one is queued by then.
 SWEEP_EXPIRY_INTERVALS = 6
@@ -13,5 +14,11 @@ app.conf.beat_schedule = {
         "task": SWEEP_TASK,
         "schedule": _settings.sweep_interval_seconds,
         "options": {"expires": _settings.sweep_interval_seconds * SWEEP_EXPIRY_INTERVALS},
+    },
+    # Claims are in the database, so a pass run twice (two beats by mistake) polls nothing twice.
+    "watches": {
+        "task": WATCH_PASS_TASK,
+        "schedule": _settings.watch_poll_seconds,
+        "options": {"expires": _settings.watch_poll_seconds * SWEEP_EXPIRY_INTERVALS},
     },
 }

@@ -11,7 +11,15 @@ from app.engine import model_step as model_steps
 from app.engine import tool_batch as tool_batches
 from app.runtime import Runtime
 from app.settings import Settings
-from app.taskqueue import FINISH_CALL_TASK, MODEL_STEP_TASK, SWEEP_TASK, TOOL_BATCH_TASK
+from app.taskqueue import (
+    FINISH_CALL_TASK,
+    MODEL_STEP_TASK,
+    SWEEP_TASK,
+    TOOL_BATCH_TASK,
+    WATCH_PASS_TASK,
+    WATCH_POLL_TASK,
+)
+from app.watches import poller
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
@@ -44,3 +52,13 @@ def finish_call(turn_id: str, call_id: str, output: str, is_error: bool = False)
 @shared_task(name=SWEEP_TASK)
 def sweep() -> int:
     return sweeper.sweep(runtime())
+
+
+@shared_task(name=WATCH_PASS_TASK)
+def watch_pass() -> int:
+    return poller.run_pass(runtime())
+
+
+@shared_task(name=WATCH_POLL_TASK)
+def watch_poll(watch_id: str, claim_token: str) -> None:
+    poller.poll(runtime(), str(watch_id), str(claim_token))

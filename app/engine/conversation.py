@@ -26,6 +26,11 @@ def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:
     each provider turns that into what its wire format (and its model) accepts.
     """
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    # A user message stored while a batch's calls were unanswered (a watch's result held back
+    # by the depth guard, written whenever it fired) goes after their answers: a provider
+    # refuses anything between an assistant's tool calls and their results.
+    unanswered: set[str] = set()
+    held: list[dict[str, Any]] = []
     for row in rows:
         if row.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
@@ -34,12 +39,17 @@ def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:
             if row.server_blocks:
                 entry[SERVER_BLOCKS] = row.server_blocks
             out.append(entry)
+            unanswered = {str(call.get("id")) for call in row.tool_calls or []}
         elif row.role == "tool":
             content = _tool_content(row.content or "")
             out.append({"role": "tool", "tool_call_id": row.tool_call_id, "content": content})
+            unanswered.discard(str(row.tool_call_id))
         else:
-            out.append({"role": "user", "content": row.content or ""})
-    return out
+            (held if unanswered else out).append({"role": "user", "content": row.content or ""})
+        if held and not unanswered:
+            out.extend(held)
+            held = []
+    return out + held
 
 
 def _tool_content(text: str) -> str | list[dict[str, Any]]:
@@ -69,6 +79,8 @@ def as_history(row: Message) -> dict[str, Any]:
         entry["tool_calls"] = row.tool_calls
     if row.role == "tool":
         entry.update(tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error)
+    if row.origin:
+        entry["origin"] = row.origin  # a user message something other than a person wrote (a watch)
     return entry
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
@@ -116,8 +117,11 @@ def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
         )
         if started.rowcount != 1:
             raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
-        s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message))
-        out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message)
+        # A turn that something other than a person started (a watch) says so, stored and shown.
+        origin = turn.origin if turn.origin != "user" else None
+        s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message, origin=origin))
+        marked: dict[str, Any] = {"origin": origin} if origin else {}
+        out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
         out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
         return turn.id
 

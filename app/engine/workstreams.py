@@ -15,7 +15,7 @@ from app.engine.turns import new_id
 from app.errors import BadRequestError, ConflictError, NotFoundError
 from app.previews import store as preview_store
 from app.runtime import Runtime
-from app.storage.models import CallStatus, Message, ToolCall, Turn, TurnStatus, Workstream
+from app.storage.models import CallStatus, Message, ToolCall, Turn, TurnStatus, Watch, Workstream
 from app.tools import search_plan
 from app.tools import toolset as toolsets
 
@@ -167,7 +167,7 @@ def delete(rt: Runtime, ws_id: str) -> list[str]:
             raise ConflictError(f"workstream {ws_id} has a turn running or queued: cancel it first")
         for member in reversed(family):  # sub-agents before their parents
             preview_store.forget_workstream(s, member)
-            for table in (ToolCall, Message, Turn):
+            for table in (Watch, ToolCall, Message, Turn):
                 s.execute(delete_rows(table).where(col(table.ws_id) == member))
             s.execute(delete_rows(Workstream).where(col(Workstream.id) == member))
     for member in family:

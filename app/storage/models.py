@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Column, LargeBinary, UniqueConstraint
+from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from app.storage.types import SafeJSON, SafeText
@@ -137,6 +137,8 @@ class Message(SQLModel, table=True):
     # sent back as they came on every later step.
     server_blocks: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(SafeJSON))
     created_at: datetime = Field(default_factory=utcnow)
+    # user: who wrote it when not a person ("watch": a watch's result); None for a person
+    origin: str | None = Field(default=None, max_length=32)
 
 
 class ToolCall(SQLModel, table=True):
@@ -243,3 +245,50 @@ class Preview(SQLModel, table=True):
     size: int
     signing_key: str = Field(max_length=64)  # signs its content links; never leaves the service
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class WatchStatus(StrEnum):
+    ACTIVE = "active"
+    FIRED = "fired"  # its stop_on held (or, without one, its output changed)
+    EXHAUSTED = "exhausted"  # max_polls reached first
+    CANCELLED = "cancelled"
+
+
+class Watch(SQLModel, table=True):
+    """A command polled on a schedule for a workstream (the `watch` tool); beat claims due ones."""
+
+    __tablename__ = "watches"
+    __table_args__ = (
+        # Two active watches of one workstream never share a name; ended ones may.
+        Index(
+            "uq_watches_active_name",
+            "ws_id",
+            "name",
+            unique=True,
+            sqlite_where=text("status = 'active'"),
+            postgresql_where=text("status = 'active'"),
+        ),
+    )
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    name: str = Field(max_length=200)
+    command: str = Field(sa_column=Column(SafeText, nullable=False))
+    poll_every: int  # seconds
+    stop_on: str | None = Field(default=None, sa_column=Column(SafeText))
+    max_polls: int
+    polls: int = 0
+    status: str = Field(default=WatchStatus.ACTIVE, max_length=16, index=True)
+    next_poll_at: datetime = Field(index=True)
+    # The claim: a token per beat pass that took it, and when; a poll runs at most once per claim.
+    claim_token: str | None = Field(default=None, max_length=32)
+    claimed_at: datetime | None = None
+    poll_started_at: datetime | None = None
+    last_output: str | None = Field(default=None, sa_column=Column(SafeText))
+    last_exit_code: int | None = None
+    last_polled_at: datetime | None = None
+    last_error: str | None = Field(default=None, sa_column=Column(SafeText))  # stop_on failed to evaluate
+    result: str | None = Field(default=None, sa_column=Column(SafeText))  # the message it ended with
+    created_by: str | None = Field(default=None, max_length=200)  # the call that created it
+    created_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None

@@ -291,11 +291,27 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not os.path.isdir(ctx.working_dir):
         return ToolOutcome(f"Error: working directory {ctx.working_dir} does not exist", True)
     timeout = args.get("timeout") or ctx.settings.timeout
+    stop_on_error = bool(args.get("stop_on_error"))
+    return _outcome(run(args["command"], timeout, ctx, stop_on_error), timeout, stop_on_error)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished (or stopped) script: its output as the result shows it, before any note."""
+
+    text: str  # stdout, then stderr lines marked `[stderr] `; redacted; "" when it printed nothing
+    returncode: int
+    stopped: str | None  # "timeout" or "cancelled" when it had to be stopped
+
+
+def run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool = False) -> Completed:
+    """Run `command` under bash's rules (its own process group, a scrubbed environment, the
+    working directory, `timeout`, cancel); the caller checks that the directory exists."""
     fd, script = tempfile.mkstemp(prefix="turnstone-bash-", suffix=".sh")
     try:
         with os.fdopen(fd, "w") as file:
-            file.write(_script(args["command"], bool(args.get("stop_on_error"))))
-        return _execute(script, timeout, bool(args.get("stop_on_error")), ctx)
+            file.write(_script(command, stop_on_error))
+        return _execute(script, timeout, ctx)
     finally:
         os.unlink(script)
 
@@ -304,7 +320,7 @@ def _script(command: str, stop_on_error: bool) -> str:
     return "set -o pipefail\n" + ("set -e\n" if stop_on_error else "") + command + "\n"
 
 
-def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -> ToolOutcome:
+def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
     environ = dict(os.environ)
     known = _service_secrets(ctx)
     # The guard starts first, so that a guard that cannot start leaves nothing
@@ -325,7 +341,7 @@ def _execute(script: str, timeout: int, stop_on_error: bool, ctx: ToolContext) -
     # Reaped only after the guard is released: an unreaped bash keeps its pid (the
     # group id) from reuse, so the watchdog can never signal someone else's group.
     returncode = proc.wait()
-    return _outcome(run, returncode, stopped, timeout, stop_on_error)
+    return Completed(_text(run), returncode, stopped)
 
 
 def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
@@ -383,14 +399,17 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _outcome(
-    run: _Run, returncode: int, stopped: str | None, timeout: int, stop_on_error: bool
-) -> ToolOutcome:
+def _text(run: _Run) -> str:
     parts = [run.stdout.text().rstrip("\n")]
     stderr = run.stderr.text().rstrip("\n")
     if stderr:
         parts.extend(f"[stderr] {line}" for line in stderr.split("\n"))
-    body = "\n".join(p for p in parts if p) or "(no output)"
+    return redact("\n".join(p for p in parts if p), run.secrets)
+
+
+def _outcome(done: Completed, timeout: int, stop_on_error: bool) -> ToolOutcome:
+    body = done.text or "(no output)"
+    returncode, stopped = done.returncode, done.stopped
     if stopped == "timeout":
         note = f"[timed out after {timeout} s and was stopped; {UNKNOWN_OUTCOME}]"
     elif stopped == "cancelled":
@@ -401,7 +420,7 @@ def _outcome(
         note = f"[exit code: {returncode}]"
     else:
         note = ""
-    output = redact(f"{body}\n{note}" if note else body, run.secrets)
+    output = f"{body}\n{note}" if note else body
     failed = stopped is not None or returncode < 0 or returncode >= 2
     return ToolOutcome(output, failed or (stop_on_error and returncode != 0))
 

@@ -123,6 +123,7 @@ def default_handlers() -> dict[str, ToolHandler]:
         read_file,
         search,
         task_agent,
+        watch,
         web_fetch,
         web_search,
         write_file,
@@ -139,6 +140,7 @@ def default_handlers() -> dict[str, ToolHandler]:
         web_search,
         open_preview,
         task_agent,
+        watch,
     )
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 

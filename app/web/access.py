@@ -46,6 +46,8 @@ RULES: dict[str, Rule] = {
     "api.cancel": Rule(Scope.WRITE, owned=True),
     "api.approve": Rule(Scope.APPROVE, owned=True),
     "api.delete_workstream": Rule(Scope.WRITE, owned=True),
+    "api.list_watches": Rule(Scope.READ, owned=True),
+    "api.cancel_watch": Rule(Scope.WRITE, owned=True),
     "api.openapi": PUBLIC,
     # attachments and previews (app/web/previews.py); content is reached by a signed link
     "previews.attach": Rule(Scope.WRITE, owned=True),

@@ -10,6 +10,7 @@ from app.engine import conversation, workstreams
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS
 from app.users import ownership
+from app.watches import actions as watch_actions
 from app.web import commands
 from app.web.access import principal
 from app.web.openapi import OPENAPI
@@ -84,6 +85,16 @@ def history(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, ws_id)
     return _reply(200, conversation.history(rt, ws_id))
+
+
+@api.get("/workstreams/<ws_id>/watches")
+def list_watches(ws_id: str) -> Any:
+    return _reply(200, watch_actions.listing(_rt(), ws_id))
+
+
+@api.delete("/workstreams/<ws_id>/watches/<watch_id>")
+def cancel_watch(ws_id: str, watch_id: str) -> Any:
+    return _reply(200, watch_actions.cancel(_rt(), ws_id, path_id("watch", watch_id)))
 
 
 @api.get("/openapi.json")

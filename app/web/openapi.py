@@ -290,7 +290,34 @@ OPENAPI: dict[str, Any] = {
                             "feedback": {"type": ["string", "null"]},
                         },
                     },
+                    "origin": {
+                        "enum": ["watch"],
+                        "description": "user: present when something other than a person wrote it "
+                        "(`watch`: a watch's result)",
+                    },
                     "created_at": {"type": "string", "format": "date-time"},
+                },
+            },
+            "Watch": {
+                "type": "object",
+                "required": ["watch_id", "name", "command", "status", "polls", "max_polls"],
+                "properties": {
+                    "watch_id": {"type": "string"},
+                    "ws_id": {"type": "string"},
+                    "name": {"type": "string"},
+                    "command": {"type": "string"},
+                    "poll_every": {"type": "string", "description": "as the model gave it: 30s, 5m, 1h"},
+                    "poll_every_seconds": {"type": "integer"},
+                    "stop_on": {"type": ["string", "null"]},
+                    "max_polls": {"type": "integer"},
+                    "polls": {"type": "integer"},
+                    "status": {"enum": ["active", "fired", "exhausted", "cancelled"]},
+                    "next_poll_at": {"type": ["string", "null"], "format": "date-time"},
+                    "last_polled_at": {"type": ["string", "null"], "format": "date-time"},
+                    "last_exit_code": {"type": ["integer", "null"]},
+                    "last_error": {"type": ["string", "null"]},
+                    "created_at": {"type": "string", "format": "date-time"},
+                    "ended_at": {"type": ["string", "null"], "format": "date-time"},
                 },
             },
         },
@@ -364,6 +391,36 @@ OPENAPI: dict[str, Any] = {
         },
         "/v1/api/workstreams/{ws_id}/history": {
             "get": _op("The stored conversation", "200", _ref("History")),
+        },
+        "/v1/api/workstreams/{ws_id}/watches": {
+            "get": _op(
+                "The workstream's watches: the active ones, then the latest ended ones",
+                "200",
+                {
+                    "type": "object",
+                    "properties": {
+                        "ws_id": {"type": "string"},
+                        "watches": {"type": "array", "items": _ref("Watch")},
+                    },
+                },
+            ),
+        },
+        "/v1/api/workstreams/{ws_id}/watches/{watch_id}": {
+            "delete": {
+                **_op(
+                    "Cancel an active watch",
+                    "200",
+                    _ref("Watch"),
+                    extra={
+                        "404": _json(_ref("Error"), "No such workstream, or no such watch in it"),
+                        "409": _json(_ref("Error"), "The watch has already ended"),
+                    },
+                ),
+                "parameters": [
+                    _WS_ID,
+                    {"name": "watch_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                ],
+            },
         },
         "/health": {
             "get": {

@@ -133,6 +133,7 @@ class Services:
             "TURNSTONE_HEARTBEAT_SECONDS": "0.5",
             "TURNSTONE_STALE_AFTER_SECONDS": "5",
             "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",
+            "TURNSTONE_WATCH_POLL_SECONDS": "1",  # beat's pass over due watches (15 s in production)
             "TURNSTONE_MODEL_RETRIES": "1",
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
             "PYTHONUNBUFFERED": "1",

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 import websocket
+from sqlmodel import select
 
 from app import create_app
 from app.previews import links, store
 from app.settings import Settings
 from app.storage.database import Database
+from app.storage.models import Watch
 from app.web.access import OWNED_PARAMS, RULES, SOCKET_COMMANDS, SOCKET_ENDPOINT, Rule
 from tests.integration.people import People, Person
 from tests.integration.services import API_TOKEN, BIN, ROOT, Services
@@ -45,6 +49,7 @@ class World:
     people: People
     preview_id: str
     preview_link: str  # its content, signed: the link is the permission, whoever calls
+    watch_id: str
     services: Services
 
     def fresh_workstream(self) -> str:
@@ -85,8 +90,12 @@ def world(services: Services) -> World:
     db = Database(services.env["DATABASE_URL"])
     shown = store.Content("text", "text/plain; charset=utf-8", "notes", "notes.txt", b"hello")
     preview = store.add_preview(db, ws_id, None, shown)
+    with db.session() as s:  # a watch of the owner's, for the watch routes
+        s.add(Watch(id=uuid.uuid4().hex, ws_id=ws_id, name="w", command="true", poll_every=300,
+                    max_polls=100, next_poll_at=datetime.now(UTC) + timedelta(days=1)))  # fmt: skip
+        watch_id = s.exec(select(Watch.id).where(Watch.ws_id == ws_id)).one()
     db.engine.dispose()
-    return World(callers, owner, ws_id, people, preview.id, links.content_link(preview), services)
+    return World(callers, owner, ws_id, people, preview.id, links.content_link(preview), watch_id, services)
 
 
 def expected(rule: Rule, caller: Caller) -> int | str:
@@ -128,6 +137,7 @@ def fill(path: str, world: World, method: str = "GET") -> str:
     samples: dict[str, Callable[[], str]] = {
         "ws_id": lambda: world.fresh_workstream() if method == "DELETE" else world.ws_id,
         "preview_id": lambda: world.preview_id,
+        "watch_id": lambda: world.watch_id,
         "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
         "filename": lambda: "style.css",
         "path": lambda: "style.css",

@@ -137,6 +137,8 @@ def test_openapi_describes_every_call(services):
         "/v1/api/workstreams/{ws_id}/approve",
         "/v1/api/workstreams/{ws_id}/cancel",
         "/v1/api/workstreams/{ws_id}/history",
+        "/v1/api/workstreams/{ws_id}/watches",
+        "/v1/api/workstreams/{ws_id}/watches/{watch_id}",
         "/health",
     ):
         assert path in spec["paths"]

@@ -138,6 +138,7 @@ def test_only_tools_with_a_handler_are_offered():
         "read_file",
         "search",
         "task_agent",
+        "watch",
         "web_fetch",
         "web_search",
         "write_file",

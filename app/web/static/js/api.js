@@ -50,6 +50,8 @@ export const api = {
   previews: (id) => call("GET", `${ws(id)}/previews`).then((d) => d.previews),
   preview: (previewId) => call("GET", `/previews/${encodeURIComponent(previewId)}`),
   attach: (id, file) => upload(`${ws(id)}/attachments`, file),
+  watches: (id) => call("GET", `${ws(id)}/watches`),
+  cancelWatch: (id, watchId) => call("DELETE", `${ws(id)}/watches/${encodeURIComponent(watchId)}`),
 };
 
 // A file as multipart/form-data (the browser writes the boundary).

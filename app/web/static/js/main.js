@@ -6,6 +6,7 @@ import { bindKeys } from "./keys.js";
 import { PreviewPane } from "./preview.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
+import { WatchesPanel } from "./watches.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -28,6 +29,7 @@ const view = new WorkstreamView(
     onUnauthorized: () => signOut("That token was refused."),
     onPreview: (e) => previews.opened(e).catch(handleError),
     onDeleted: (wsId) => forget(wsId),
+    onWatch: (watch) => watches.apply(watch),
   },
 );
 
@@ -42,6 +44,11 @@ const previews = new PreviewPane({
   list: $("preview-list"),
   open: $("previews-open"),
 });
+
+const watches = new WatchesPanel(
+  { root: $("watches"), count: $("watch-count"), list: $("watch-list") },
+  { onError: (err) => handleError(err) },
+);
 
 const sidebar = new Sidebar({ list: $("ws-list") }, { onSelect: (id) => select(id), onError: handleError });
 
@@ -61,6 +68,7 @@ async function select(wsId) {
   $("composer").hidden = false;
   $("delete-ws").hidden = false;
   previews.setWorkstream(wsId).catch(handleError);
+  watches.open(wsId);
   await view.open(ws).catch(handleError);
   // Waiting calls first: `y` / `n` then act on the first of them.
   const pending = view.transcript.pendingCards()[0];
@@ -79,6 +87,7 @@ function signOut(message = "") {
   token.clear();
   sidebar.stop();
   view.close();
+  watches.close();
   $("composer").hidden = true;
   $("app").hidden = true;
   $("login").hidden = false;

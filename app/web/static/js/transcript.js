@@ -21,6 +21,7 @@ export class Transcript {
 
   reset() {
     this.lastId = 0;
+    this.heldShown = new Set();
     this.stateEvents = 0;
     this.turns = new Map();
     this.cards = new Map();
@@ -33,8 +34,12 @@ export class Transcript {
 
   loadHistory(messages) {
     for (const m of messages) {
+      if (m.role === "user" && m.origin === "watch" && !m.turn_id) {
+        this.heldWatch(m.content || "");
+        continue;
+      }
       const turn = this.turn(m.turn_id);
-      if (m.role === "user") this.storedUser(turn, m.content || "");
+      if (m.role === "user") this.storedUser(turn, m.content || "", m.origin);
       else if (m.role === "assistant") this.storedAssistant(turn, m);
       else if (m.role === "tool") this.storedResult(turn, m);
     }
@@ -46,8 +51,8 @@ export class Transcript {
     if (m.decision) card.resolve({ ...m.decision, always: m.decision.how === "always" });
   }
 
-  storedUser(turn, text) {
-    if (!turn.hasUser) return this.setUser(turn, text);
+  storedUser(turn, text, origin) {
+    if (!turn.hasUser) return this.setUser(turn, text, false, origin);
     // A later user message in the same turn is approval feedback, stored after the results.
     turn.el.append(h("div", { class: "msg msg-user msg-feedback" }, h("div", { class: "bubble" }, text)));
   }
@@ -107,14 +112,30 @@ export class Transcript {
     return turn;
   }
 
-  setUser(turn, text, queued = false) {
+  setUser(turn, text, queued = false, origin = null) {
     turn.hasUser = !queued;
     const bubble = h("div", { class: "bubble" }, text);
-    const el = h("div", { class: `msg msg-user${queued ? " is-queued" : ""}` }, bubble);
+    const watch = origin === "watch" ? " msg-watch" : "";
+    const el = h("div", { class: `msg msg-user${watch}${queued ? " is-queued" : ""}` }, bubble);
+    if (watch) el.append(h("span", { class: "origin-tag" }, "from a watch"));
     if (queued) el.append(h("span", { class: "queued-tag" }, "queued"));
     if (turn.userEl) turn.userEl.replaceWith(el);
     else turn.el.prepend(el);
     turn.userEl = el;
+  }
+
+  // A watch's result the depth guard kept from starting a turn: shown where it arrived, once.
+  heldWatch(text) {
+    if (this.heldShown.has(text)) return;
+    this.heldShown.add(text);
+    const el = h(
+      "div",
+      { class: "msg msg-user msg-watch is-held" },
+      h("div", { class: "bubble" }, text),
+      h("span", { class: "origin-tag" }, "from a watch · started no turn (too many in a row)"),
+    );
+    this.root.append(h("article", { class: "turn" }, el));
+    this.keepBottom();
   }
 
   step(turn, n) {
@@ -228,13 +249,14 @@ const HANDLERS = {
     }
   },
   message(e) {
+    if (e.origin === "watch" && !e.turn_id) return this.heldWatch(e.content || "");
     const turn = this.turn(e.turn_id);
-    if (!turn.hasUser) this.setUser(turn, e.content || "");
+    if (!turn.hasUser) this.setUser(turn, e.content || "", false, e.origin);
     this.keepBottom();
   },
   turn_queued(e) {
     const turn = this.turn(e.turn_id);
-    if (!turn.hasUser) this.setUser(turn, e.message || "", true);
+    if (!turn.hasUser) this.setUser(turn, e.message || "", true, e.origin);
     this.keepBottom();
   },
   content: streamed("text"),

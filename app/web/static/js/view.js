@@ -12,8 +12,9 @@ export const REPLAY_OVERLAP = 2000;
 const BUSY = new Set(["thinking", "running", "attention"]);
 
 export class WorkstreamView {
-  constructor(els, { onState, onUnauthorized, onPreview, onDeleted }) {
+  constructor(els, { onState, onUnauthorized, onPreview, onDeleted, onWatch }) {
     this.els = els;
+    this.onWatch = onWatch || (() => {});
     this.onStateOut = onState;
     this.onUnauthorized = onUnauthorized;
     this.onPreview = onPreview;
@@ -81,6 +82,7 @@ export class WorkstreamView {
     if (e.type === "preview" && e.id > Math.max(this.historyCursor, this.transcript.lastId)) this.onPreview?.(e);
     if (e.type === "workstream_deleted") return this.onDeleted?.(this.wsId);
     this.transcript.apply(e);
+    if (e.type === "watch") this.onWatch(e.watch);
     // Cancel names the turn it means, so a click that lands as that turn ends
     // cannot stop the queued turn that starts next.
     if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;

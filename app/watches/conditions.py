@@ -1,0 +1,383 @@
+"""`stop_on`: a small expression language over a poll's result, read from Python's syntax tree.
+
+Never `eval`: `check` refuses at create time any node, name or method outside the lists below,
+and `evaluate` walks the tree itself, checking receivers' types and bounding every value it
+builds, so an expression can neither reach the interpreter's internals nor exhaust memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_EXPRESSION_CHARS = 1000
+MAX_NODES = 200
+MAX_VALUE_LENGTH = 1_000_000  # the longest string, list or tuple an expression may build
+MAX_POWER_BITS = 4096  # an integer power past this many bits is refused
+
+VARIABLES = ("output", "data", "exit_code", "prev_output", "changed")
+SAFE_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
+    "len": len,
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "any": any,
+    "all": all,
+    "isinstance": isinstance,
+    "sorted": sorted,
+}
+TYPE_NAMES: Mapping[str, type] = {"list": list, "dict": dict}  # for isinstance, besides str, int, ...
+# Plain methods of plain values; none of them formats, imports or reaches an attribute.
+METHODS: Mapping[type, frozenset[str]] = {
+    str: frozenset(
+        {
+            *("lower", "upper", "casefold", "title", "capitalize", "strip", "lstrip", "rstrip"),
+            *("startswith", "endswith", "removeprefix", "removesuffix", "count", "find", "rfind"),
+            *("split", "rsplit", "splitlines", "partition", "rpartition", "replace", "join"),
+            *("isdigit", "isalpha", "isalnum", "isspace", "isnumeric", "islower", "isupper"),
+        }
+    ),
+    list: frozenset({"count", "index"}),
+    dict: frozenset({"get", "keys", "values", "items"}),
+}
+ALL_METHODS = frozenset().union(*METHODS.values())
+
+_BINARY: Mapping[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: Mapping[type, Callable[[Any], Any]] = {
+    ast.Not: operator.not_,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+_COMPARE: Mapping[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Subscript,
+    ast.Slice,
+    ast.List,
+    ast.Tuple,
+    ast.Attribute,
+    ast.keyword,
+    *_BINARY,
+    *_UNARY,
+    *_COMPARE,
+)
+
+
+class ConditionError(ValueError):
+    """The expression is refused (at create time) or failed (at a poll); the message says why."""
+
+
+class LimitError(ConditionError):
+    """The expression builds a value past the limits, whatever the poll's output."""
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """What one poll produced, as the expression's variables see it."""
+
+    output: str
+    exit_code: int
+    prev_output: str | None
+
+    @property
+    def changed(self) -> bool:
+        return self.prev_output is not None and self.output != self.prev_output
+
+    def variables(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "data": _json_or_none(self.output),
+            "exit_code": self.exit_code,
+            "prev_output": self.prev_output,
+            "changed": self.changed,
+        }
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+# -- create time: what the expression may contain -------------------------------------------
+
+
+def check(expression: str) -> ast.Expression:
+    """The parsed expression, or ConditionError saying what is not allowed in it."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise ConditionError("stop_on must be a non-empty expression")
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise ConditionError(f"stop_on is {len(expression)} characters; the limit is {MAX_EXPRESSION_CHARS}")
+    if "\x00" in expression:
+        raise ConditionError("stop_on must not contain a NUL character")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ConditionError(f"stop_on is not a valid expression: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ConditionError("stop_on is nested too deeply") from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise ConditionError(f"stop_on has {len(nodes)} parts; the limit is {MAX_NODES}")
+    for node in nodes:
+        _check_node(node)
+    _check_attributes(tree)
+    return tree
+
+
+def _check_node(node: ast.AST) -> None:
+    if not isinstance(node, _ALLOWED_NODES):
+        raise ConditionError(f"stop_on may not use {_describe(node)}")
+    if isinstance(node, ast.Name) and node.id not in (*VARIABLES, *SAFE_FUNCTIONS, *TYPE_NAMES):
+        allowed = ", ".join((*VARIABLES, *SAFE_FUNCTIONS))
+        raise ConditionError(f"stop_on may not use the name {node.id!r}; it may use {allowed}")
+    if isinstance(node, ast.Attribute) and node.attr not in ALL_METHODS:
+        raise ConditionError(
+            f"stop_on may not use the attribute {node.attr!r}; only plain str, list and dict "
+            "methods may be called (such as .lower(), .startswith(), .get())"
+        )
+    if isinstance(node, ast.Call):
+        _check_call(node)
+    if isinstance(node, ast.Constant) and not isinstance(node.value, str | int | float | bool | type(None)):
+        raise ConditionError(f"stop_on may not use the constant {type(node.value).__name__}")
+
+
+def _check_call(node: ast.Call) -> None:
+    func = node.func
+    if isinstance(func, ast.Name):
+        if func.id not in SAFE_FUNCTIONS and func.id not in TYPE_NAMES:
+            raise ConditionError(f"stop_on may not call {func.id!r}")
+    elif not isinstance(func, ast.Attribute):
+        raise ConditionError("stop_on may call only the safe functions and plain methods by name")
+    for kw in node.keywords:
+        if kw.arg != "reverse" or not (isinstance(func, ast.Name) and func.id == "sorted"):
+            raise ConditionError("stop_on may not pass keyword arguments (except sorted(..., reverse=...))")
+    if any(isinstance(arg, ast.Starred) for arg in node.args):
+        raise ConditionError("stop_on may not unpack arguments with *")
+
+
+def _describe(node: ast.AST) -> str:
+    names = {
+        ast.Lambda: "lambda",
+        ast.ListComp: "comprehensions",
+        ast.SetComp: "comprehensions",
+        ast.DictComp: "comprehensions",
+        ast.GeneratorExp: "generator expressions",
+        ast.NamedExpr: "assignment (:=)",
+        ast.JoinedStr: "f-strings",
+        ast.FormattedValue: "f-strings",
+        ast.Starred: "unpacking (*)",
+        ast.Await: "await",
+        ast.Yield: "yield",
+        ast.Dict: "dict literals",
+        ast.Set: "set literals",
+    }
+    for kind, text in names.items():
+        if isinstance(node, kind):
+            return text
+    return f"{type(node).__name__} expressions" if isinstance(node, ast.expr) else type(node).__name__
+
+
+def validate(expression: str) -> None:
+    """At create time: `check`, then a trial on an empty poll, so that an expression that
+    exceeds the limits whatever the output (`2**10**10`, `"a" * 10**10`) is refused now."""
+    check(expression)
+    try:
+        evaluate(expression, PollResult(output="", exit_code=0, prev_output=None))
+    except LimitError:
+        raise
+    except ConditionError:
+        pass  # data["state"] on an empty poll: fine, real output may have it
+
+
+def _check_attributes(tree: ast.Expression) -> None:
+    """An attribute only as the method of a call: `output.lower()`, never `output.__class__`."""
+    called = {n.func for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node not in called:
+            raise ConditionError(f"stop_on may use the attribute {node.attr!r} only as a method call")
+
+
+# -- poll time: walking the tree ------------------------------------------------------------
+
+
+def evaluate(expression: str, result: PollResult) -> bool:
+    """Whether `expression` holds for this poll; ConditionError when it cannot be evaluated."""
+    tree = check(expression)
+    try:
+        return bool(_Evaluator(result.variables()).visit(tree.body))
+    except ConditionError:
+        raise
+    except (RecursionError, MemoryError):
+        raise LimitError("stop_on could not be evaluated: too deep or too large") from None
+    except Exception as exc:  # a KeyError on data["x"], a TypeError on None < 1: the model's to fix
+        raise ConditionError(f"stop_on failed: {type(exc).__name__}: {exc}"[:500]) from None
+
+
+class _Evaluator:
+    def __init__(self, names: dict[str, Any]) -> None:
+        self.names = names
+
+    def visit(self, node: ast.AST) -> Any:
+        method = getattr(self, f"_{type(node).__name__}", None)
+        if method is None:  # check() lets nothing else through; this is the second lock
+            raise ConditionError(f"stop_on may not use {_describe(node)}")
+        return _bounded(method(node))
+
+    def _Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def _Name(self, node: ast.Name) -> Any:
+        if node.id in self.names:
+            return self.names[node.id]
+        if node.id in TYPE_NAMES:
+            return TYPE_NAMES[node.id]
+        if node.id in SAFE_FUNCTIONS:
+            return SAFE_FUNCTIONS[node.id]
+        raise ConditionError(f"stop_on may not use the name {node.id!r}")
+
+    def _BoolOp(self, node: ast.BoolOp) -> Any:
+        value: Any = None
+        for operand in node.values:
+            value = self.visit(operand)
+            if isinstance(node.op, ast.And) and not value:
+                return value
+            if isinstance(node.op, ast.Or) and value:
+                return value
+        return value
+
+    def _UnaryOp(self, node: ast.UnaryOp) -> Any:
+        return _UNARY[type(node.op)](self.visit(node.operand))
+
+    def _BinOp(self, node: ast.BinOp) -> Any:
+        left, right = self.visit(node.left), self.visit(node.right)
+        if isinstance(node.op, ast.Mult):
+            _check_repeat(left, right)
+        if isinstance(node.op, ast.Pow):
+            _check_power(left, right)
+        if isinstance(node.op, ast.Mod) and isinstance(left, str):
+            raise ConditionError("stop_on may not format strings with %")
+        return _BINARY[type(node.op)](left, right)
+
+    def _Compare(self, node: ast.Compare) -> Any:
+        left = self.visit(node.left)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = self.visit(comparator)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+
+    def _IfExp(self, node: ast.IfExp) -> Any:
+        return self.visit(node.body) if self.visit(node.test) else self.visit(node.orelse)
+
+    def _Subscript(self, node: ast.Subscript) -> Any:
+        value = self.visit(node.value)
+        if not isinstance(value, str | list | tuple | dict):
+            kind = type(value).__name__
+            raise ConditionError(f"stop_on may index only strings, lists and dicts, not {kind}")
+        return value[self.visit(node.slice)]
+
+    def _Slice(self, node: ast.Slice) -> slice:
+        parts = (node.lower, node.upper, node.step)
+        return slice(*(None if part is None else self.visit(part) for part in parts))
+
+    def _List(self, node: ast.List) -> list[Any]:
+        return [self.visit(element) for element in node.elts]
+
+    def _Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
+        return tuple(self.visit(element) for element in node.elts)
+
+    def _Call(self, node: ast.Call) -> Any:
+        args = [self.visit(arg) for arg in node.args]
+        kwargs = {kw.arg: self.visit(kw.value) for kw in node.keywords if kw.arg is not None}
+        if isinstance(node.func, ast.Attribute):
+            return self._method(node.func, args, kwargs)
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        func = SAFE_FUNCTIONS.get(name) or TYPE_NAMES.get(name)
+        if func is None:
+            raise ConditionError("stop_on may call only the safe functions and plain methods")
+        return func(*args, **kwargs)
+
+    def _method(self, attribute: ast.Attribute, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        receiver = self.visit(attribute.value)
+        allowed = METHODS.get(type(receiver), frozenset())
+        if attribute.attr not in allowed:
+            raise ConditionError(f"stop_on may not call .{attribute.attr}() on a {type(receiver).__name__}")
+        if attribute.attr == "replace" and len(args) >= 2:
+            _check_replace(receiver, args[0], args[1])
+        if attribute.attr == "join" and args:
+            _check_join(receiver, args[0])
+        return getattr(receiver, attribute.attr)(*args, **kwargs)
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, str | list | tuple | dict) and len(value) > MAX_VALUE_LENGTH:
+        raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
+    return value
+
+
+def _check_repeat(left: Any, right: Any) -> None:
+    for seq, times in ((left, right), (right, left)):
+        is_repeat = isinstance(seq, str | list | tuple) and isinstance(times, int)
+        if is_repeat and len(seq) * max(times, 0) > MAX_VALUE_LENGTH:
+            raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
+
+
+def _check_power(base: Any, exponent: Any) -> None:
+    whole = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
+    if whole and max(abs(base).bit_length(), 1) * exponent > MAX_POWER_BITS:
+        raise LimitError(f"stop_on's power is too large (over {MAX_POWER_BITS} bits)")
+
+
+def _check_replace(text: Any, old: Any, new: Any) -> None:
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+        growth = (text.count(old) if old else len(text) + 1) * max(len(new) - len(old), 0)
+        if len(text) + growth > MAX_VALUE_LENGTH:
+            raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
+
+
+def _check_join(separator: str, items: Any) -> None:
+    if isinstance(items, list | tuple | str | dict) and len(items) > 1:
+        size = len(separator) * (len(items) - 1) + sum(len(i) for i in items if isinstance(i, str))
+        if size > MAX_VALUE_LENGTH:
+            raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
