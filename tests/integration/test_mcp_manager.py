@@ -44,7 +44,7 @@ def manage() -> Iterator[Any]:
         assert manager.wait_settled(30)
         registry = build_registry()
         return manager, MCPToolSource(
-            manager, {n: registry.definition(n) for n in ("read_resource", "use_prompt")}
+            manager, {n: d for n in ("read_resource", "use_prompt") if (d := registry.definition(n))}
         )
 
     yield _manage

@@ -97,8 +97,8 @@ def test_system_prompt_sections_list_resources_and_prompts_with_caps() -> None:
         def offer(self) -> Any:
             return build_offer(views, MANAGER, self._catalog_tools)
 
-    source = Source(MANAGER, {n: registry.definition(n) for n in ("read_resource", "use_prompt")})
-    ws = Workstream(name="w", working_dir="/tmp")
+    source = Source(MANAGER, {n: d for n in ("read_resource", "use_prompt") if (d := registry.definition(n))})
+    ws = Workstream(id="w1", name="w", working_dir="/tmp")
     tools = build(registry, [source], "interactive")
     text = prompt.build(prompt.PromptContext(ws, tools, Settings()), [*prompt.SECTIONS, *sections(source)])
     block = text.split("<mcp-resources>\n")[1].split("\n</mcp-resources>")[0]
