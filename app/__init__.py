@@ -22,6 +22,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web.client import client
     from app.web.fanout import Fanout
     from app.web.health import health
+    from app.web.mcp_api import mcp_api
 
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
@@ -36,6 +37,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(client)
+    flask_app.register_blueprint(mcp_api)
     websocket.init_app(flask_app)
     _register_errors(flask_app)
     return flask_app

@@ -30,6 +30,7 @@ class Runtime:
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
         from app.engine.prompt import SECTIONS
+        from app.mcp import store as mcp_store
         from app.mcp.service import MCP_TOOLS, MCPService
         from app.tools.fetch import Fetcher
         from app.tools.registry import build_registry
@@ -38,7 +39,8 @@ class Runtime:
         client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
         registry = build_registry(settings=settings.tools)
         db = Database(settings.database_url)
-        mcp = MCPService(settings, {n: registry.definition(n) for n in MCP_TOOLS}, client)
+        definitions = {n: d for n in MCP_TOOLS if (d := registry.definition(n))}
+        mcp = MCPService(settings, definitions, client, stored=lambda: mcp_store.load(db), db=db)
         return cls(
             settings=settings,
             db=db,

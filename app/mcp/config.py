@@ -82,10 +82,10 @@ def parse_server(name: Any, entry: Any, origin: str) -> ServerConfig:
         )
     if not isinstance(entry, Mapping):
         raise ServerConfigError(f"server {name}: the definition must be an object", "name")
-    transport = entry.get("type", entry.get("transport", STDIO if "command" in entry else None))
-    if transport == "streamable-http" or transport == "streamable_http":
-        transport = HTTP
-    if transport is None and "url" in entry:
+    transport = entry.get("type", entry.get("transport"))
+    if transport is None:
+        transport = HTTP if "url" in entry else STDIO
+    if transport in ("streamable-http", "streamable_http"):
         transport = HTTP
     if transport not in TRANSPORTS:
         raise ServerConfigError(f"server {name}: type must be 'stdio' or 'http', not {transport!r}", "type")

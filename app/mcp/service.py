@@ -16,11 +16,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
+from sqlalchemy.exc import SQLAlchemyError
 
-from app.mcp import status
+from app.mcp import skills, status
 from app.mcp.catalog import MCPToolSource
 from app.mcp.config import ServerConfig
-from app.mcp.connection import Timing
+from app.mcp.connection import CONNECTED, Timing
 from app.mcp.manager import MCPManager
 from app.mcp.prompt import sections
 from app.settings import (
@@ -30,6 +31,7 @@ from app.settings import (
     MCP_DEBOUNCE_SECONDS,
     Settings,
 )
+from app.storage.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,15 @@ class MCPService:
         definitions: Mapping[str, Any],
         client: redis.Redis,
         stored: Callable[[], dict[str, ServerConfig]] | None = None,
+        db: Database | None = None,
     ) -> None:
         """`definitions`: read_resource's and use_prompt's schema-file definitions; `stored`:
         the servers the admin API keeps in the database (read on start and on each reload)."""
         self.settings = settings
         self.redis = client
         self.stored = stored or dict
+        self.db = db  # where prompts are synced as skills
+        self._synced: Any = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.manager = MCPManager({}, timing(settings))
         self.source = MCPToolSource(self.manager, definitions)
@@ -92,11 +97,25 @@ class MCPService:
             self._changed.clear()
             if self._stopping.is_set():
                 return
+            views, offer = self.manager.servers(), self.source.offer()
             try:
-                body = status.report(self.worker, self.manager.servers(), self.source.offer())
-                status.publish(self.redis, body, ttl=tick * 3)
+                status.publish(self.redis, status.report(self.worker, views, offer), ttl=tick * 3)
             except redis.RedisError as exc:  # published again on the next change or tick
                 log.warning("publishing MCP status: %s", exc)
+            if self.db is not None:
+                self._sync_prompts(views, offer)
+
+    def _sync_prompts(self, views: list[Any], offer: Any) -> None:
+        assert self.db is not None
+        connected = {v.config.name for v in views if v.state == CONNECTED}
+        signature = (frozenset(connected), offer.prompts, frozenset(v.config.name for v in views))
+        if signature == self._synced:
+            return
+        try:
+            skills.sync(self.db, offer.prompts, connected, set(signature[2]))
+            self._synced = signature
+        except SQLAlchemyError as exc:  # tried again on the next change or tick
+            log.warning("syncing MCP prompts into prompt_templates: %s", type(exc).__name__)
 
     def _control_loop(self) -> None:
         while not self._stopping.is_set():
