@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from app.mcp.connection import CONNECTED
@@ -26,6 +27,19 @@ from app.tools.toolset import Catalog
 SOURCE_NAME = "mcp"
 KEPT_VERSIONS = 64  # catalogs a batch may still ask for by version
 MAX_SCHEMA_CHARS = 100_000  # an inputSchema larger than this is not sent to a model
+
+
+@dataclass(frozen=True)
+class MCPToolDefinition(ToolDefinition):
+    """An MCP tool's definition: one schema for every kind and no notes, so the schema a model
+    sees is built once per catalog, not once per tool per model step (1,000 tools are common)."""
+
+    def model_schema(self, kind: str, working_dir: str, workspace_dir: str | None) -> dict:
+        return {"type": "function", "function": self._function}
+
+    @cached_property
+    def _function(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,7 @@ def _tools(view: ServerView, manager: MCPManager, taken: dict[str, str]) -> tupl
             skipped.append(f"tool {mcp_tool.name!r} maps to {name}, already taken by {taken[name]}; skipped")
             continue
         schema = mcp_tool.input_schema
-        definition = ToolDefinition(
+        definition = MCPToolDefinition(
             name=name,
             description=f"[MCP: {server}] {mcp_tool.description or mcp_tool.name}",
             parameters=schema if isinstance(schema, dict) else {},

@@ -105,12 +105,14 @@ class MCPManager:
         return known
 
     async def _apply(self, servers: Mapping[str, ServerConfig]) -> None:
+        going = []
         for name in list(self._connections):
             old = self._connections[name]
             if name not in servers or servers[name].fingerprint() != old.config.fingerprint():
-                await self._stop_one(name)
+                going.append(name)
             elif servers[name] != old.config:  # only where it came from changed
                 old.config = servers[name]
+        await asyncio.gather(*(self._stop_one(name) for name in going))  # each may take seconds
         for name, config in servers.items():
             if name not in self._connections:
                 conn = ServerConnection(config, self.timing, self._bump)

@@ -178,8 +178,12 @@ def _extra_prompt(name: str) -> Any:
     return prompt
 
 
-async def main(control: Path, http_port: int | None) -> None:
+async def main(control: Path, http_port: int | None, many: int = 0) -> None:
     fake = FakeServer(control)
+    for n in range(many):  # the benchmark's servers: `many` more echo tools
+        fake.server.add_tool(
+            _extra_tool(f"tool_{n:03d}"), name=f"tool_{n:03d}", description=f"Bench tool {n}."
+        )
 
     # A client that never calls a tool must still hear of list changes: learn its
     # session from the first list request it makes.
@@ -206,6 +210,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--control", required=True, type=Path)
     parser.add_argument("--http", type=int, default=None)
+    parser.add_argument("--tools", type=int, default=0, help="this many extra tools (benchmarks)")
     ns = parser.parse_args()
     ns.control.mkdir(parents=True, exist_ok=True)
-    anyio.run(main, ns.control, ns.http)
+    anyio.run(main, ns.control, ns.http, ns.tools)
