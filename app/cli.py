@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_RUN_HOST,
         help=f"address the web process binds (default {DEFAULT_RUN_HOST}: this machine only)",
     )
+    run_cmd.add_argument(
+        "--mcp-config",
+        metavar="PATH",
+        help="a JSON file of MCP servers ({\"mcpServers\": {...}}); sets TURNSTONE_MCP_CONFIG",
+    )
     sub.add_parser("migrate", help="apply the database migrations")
     token = sub.add_parser("token", help="manage API tokens")
     token_sub = token.add_subparsers(dest="token_command", required=True)
@@ -33,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return migrate()
     if args.command == "token":
         return create_token(args.name)
-    return run(args.host)
+    return run(args.host, args.mcp_config)
 
 
 def migrate() -> int:
@@ -56,16 +61,23 @@ def create_token(name: str) -> int:
     return 0
 
 
-def run(host: str = DEFAULT_RUN_HOST) -> int:
+def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
     """Every Procfile line under one supervisor, as `honcho start` would run them, with the
-    web process bound to `host`."""
+    web process bound to `host` (and `mcp_config` as every process's MCP server file)."""
     from honcho.environ import parse_procfile
     from honcho.manager import Manager
 
     from app.localredis import PrivateRedis, is_reachable
+    from app.settings import MCP_CONFIG_ENV, SettingsError
 
-    settings = Settings.load()
     env = dict(os.environ)
+    if mcp_config:
+        env[MCP_CONFIG_ENV] = str(Path(mcp_config).resolve())
+    try:
+        settings = Settings.load(env)  # a bad file stops the run here, saying which and why
+    except SettingsError as exc:
+        print(f"turnstone-jobs: {exc}", file=sys.stderr)
+        return 2
     private = None
     if not is_reachable(settings.redis_url):
         private = PrivateRedis()

@@ -88,3 +88,14 @@ def test_type_is_inferred_and_aliases_accepted() -> None:
     assert parse_server("s", {"url": "http://h/mcp"}, "db").transport == "http"
     assert parse_server("s", {"type": "streamable-http", "url": "http://h/mcp"}, "db").transport == "http"
     assert parse_server("s", {"command": "x"}, "db").transport == "stdio"
+
+
+def test_run_with_a_bad_mcp_config_stops_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"x__y": {"command": "a"}}}))
+    assert main(["run", "--mcp-config", str(path)]) == 2
+    assert f"{path}: server name 'x__y'" in capsys.readouterr().err

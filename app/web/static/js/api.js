@@ -42,4 +42,6 @@ export const api = {
   send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
+  mcp: () => call("GET", "/mcp"),
+  mcpRefresh: (server) => call("POST", "/mcp/refresh", server ? { server } : {}),
 };
