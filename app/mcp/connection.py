@@ -39,6 +39,7 @@ STATES = (CONNECTING, CONNECTED, ERROR)
 KINDS = ("tools", "resources", "prompts")
 MAX_PAGES = 50  # a server that pages for ever is cut off here
 STDERR_TAIL_CHARS = 2000
+MIN_SECRET_CHARS = 4  # shorter env/header values are not hunted for in error text
 CLIENT_INFO = types.Implementation(name="turnstone-jobs", version="0.1")
 
 
@@ -287,8 +288,15 @@ class ServerConnection:
         if isinstance(exc, TimeoutError):
             message = f"no answer within {self.timing.connect_seconds:g} s"
         tail = self._stderr if self.config.transport == STDIO else ""
-        self.last_error = f"{message}; stderr: {tail}" if tail else message
-        log.warning("MCP server %s: %s", self.name, message)
+        self.last_error = self._redacted(f"{message}; stderr: {tail}" if tail else message)
+        log.warning("MCP server %s: %s", self.name, self._redacted(message))
+
+    def _redacted(self, text: str) -> str:
+        """`text` without the values of the server's env and headers (a server may print them)."""
+        for value in (*self.config.env.values(), *self.config.headers.values()):
+            if len(value) >= MIN_SECRET_CHARS:
+                text = text.replace(value, "[redacted]")
+        return text
 
     async def _sleep_or_wake(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):

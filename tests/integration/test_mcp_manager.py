@@ -154,6 +154,11 @@ def test_a_server_that_cannot_start_is_an_error_with_its_stderr_and_no_tools(
                 "command": sys.executable,
                 "args": ["-c", "import sys; sys.exit('bad config: no token')"],
             },
+            "leaks": {
+                "command": sys.executable,
+                "args": ["-c", "import os, sys; sys.exit('my token is ' + os.environ['MY_TOKEN'])"],
+                "env": {"MY_TOKEN": "sekrit-value"},
+            },
             "fake": fake.stdio(),
         }
     )
@@ -162,6 +167,8 @@ def test_a_server_that_cannot_start_is_an_error_with_its_stderr_and_no_tools(
     assert views["exits"].state == "error" and "bad config: no token" in (views["exits"].last_error or "")
     assert views["fake"].state == "connected"
     assert not [n for n in tools(source) if n.startswith(("mcp__missing__", "mcp__exits__"))]
+    leaked = views["leaks"].last_error or ""
+    assert "my token is [redacted]" in leaked and "sekrit-value" not in leaked
 
 
 def test_streamable_http_server_lists_calls_pushes_and_is_reconnected(fake: FakeMCP, manage: Any) -> None:

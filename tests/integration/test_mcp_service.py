@@ -28,6 +28,7 @@ from tests.integration.services import API_TOKEN, BIN, Services, postgres_availa
 pytestmark = pytest.mark.integration
 
 SERVERS = {"fake", "everything", "time"}
+FAKES: dict[str, FakeMCP] = {}  # the fake in config.toml, by the service's base URL
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -51,6 +52,7 @@ def svc(
     services.env.update(
         TURNSTONE_CONFIG=str(config), TURNSTONE_MCP_CONFIG=str(file), TURNSTONE_MCP_HEALTH_SECONDS="1"
     )
+    FAKES[services.base_url] = fake
     try:
         services.start()
         yield services
@@ -321,3 +323,58 @@ def test_what_the_admin_api_refuses(api: Api) -> None:
     assert api.http.post("/v1/api/mcp/servers", content=b"{" * 100_000).status_code == 400
     assert api.http.post("/v1/api/mcp/refresh", json={"server": ["x"]}).status_code == 400
     assert httpx.get(api.base_url + "/v1/api/mcp").status_code == 401
+
+
+def test_a_pushed_change_reaches_the_next_model_step(
+    svc: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+) -> None:
+    fake = FAKES[svc.base_url]
+    connected(api, SERVERS)
+    fake.lists(tools=["late"])
+    try:
+        wait_until(lambda: "mcp__fake__late" in servers(api)["fake"]["tools"], timeout=15, what="pushed tool")
+        ws_id = api.create_workstream()
+        sock = sockets(ws_id)
+        model.enqueue(Reply(text="I see it."))
+        sock.wait_turn_end(api.send(ws_id, "what tools now?"))
+        assert "mcp__fake__late" in [t["function"]["name"] for t in model.history[0].body["tools"]]
+    finally:
+        fake.lists()
+
+
+def test_cancelling_the_turn_cancels_the_mcp_request_on_the_server(
+    svc: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+) -> None:
+    fake = FAKES[svc.base_url]
+    connected(api, SERVERS)
+    before = len(fake.cancelled())
+    ws_id = api.create_workstream(auto_approve=True)
+    sock = sockets(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("mcp__fake__hang", {})]))
+    turn_id = api.send(ws_id, "wait for ever")
+    wait_until(lambda: "hang" in fake.calls(), what="the call reached the server")
+    assert api.cancel(ws_id).status_code == 202
+    result = sock.wait_type("tool_result", timeout=30)
+    assert result["is_error"] and "cancelled" in result["output"].lower()
+    sock.wait_turn_end(turn_id)
+    wait_until(lambda: len(fake.cancelled()) > before, timeout=10, what="notifications/cancelled")
+
+
+def test_a_worker_killed_mid_call_reports_it_interrupted_and_never_sends_it_again(
+    svc: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+) -> None:
+    fake = FAKES[svc.base_url]
+    connected(api, SERVERS)
+    ws_id = api.create_workstream(auto_approve=True)
+    sock = sockets(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("mcp__fake__slow_echo", {"text": "once only", "seconds": 30})]))
+    model.enqueue(Reply(text="It was interrupted."))
+    turn_id = api.send(ws_id, "echo slowly")
+    wait_until(lambda: "slow_echo once only" in fake.calls(), what="the call reached the server")
+    svc.kill("worker")
+    svc.start_worker()
+    result = sock.wait_type("tool_result", timeout=90)
+    assert result["is_error"] and "interrupted" in result["output"].lower()
+    sock.wait_turn_end(turn_id, timeout=90)
+    connected(api, SERVERS)
+    assert fake.calls().count("slow_echo once only") == 1
