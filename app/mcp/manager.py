@@ -96,13 +96,12 @@ class MCPManager:
 
     def refresh(self, name: str | None = None, reconnect: bool = False) -> list[str]:
         """Rediscover one server (or all); a disconnected one is reconnected. The names it asked."""
-        names = [name] if name is not None else sorted(self._connections)
-        known = [n for n in names if n in self._connections]
+        names = [name] if name is not None else sorted(self._connections.copy())
+        conns = [c for n in names if (c := self._connections.get(n)) is not None]
         if self._loop is not None:
-            for n in known:
-                conn = self._connections[n]
+            for conn in conns:
                 self._loop.call_soon_threadsafe(conn.request_refresh, KINDS, reconnect)
-        return known
+        return [c.name for c in conns]
 
     async def _apply(self, servers: Mapping[str, ServerConfig]) -> None:
         going = []
@@ -143,14 +142,15 @@ class MCPManager:
 
     def servers(self) -> list[ServerView]:
         """Every server, sorted by name, as of now."""
-        conns = sorted(self._connections.values(), key=lambda c: c.name)
+        # dict.copy() is one step under the GIL: the loop thread may be adding or removing one
+        conns = sorted(self._connections.copy().values(), key=lambda c: c.name)
         return [ServerView(c.config, c.state, c.last_error, c.listing) for c in conns]
 
     def wait_settled(self, timeout: float) -> bool:
         """Block until no server is connecting (tests, benchmarks, start-up); False on timeout."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while any(c.state == CONNECTING for c in self._connections.values()):
+            while any(c.state == CONNECTING for c in self._connections.copy().values()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
