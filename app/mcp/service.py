@@ -139,7 +139,8 @@ class MCPService:
         if message.get("op") == "reload":
             self.reload()
         elif message.get("op") == "refresh":
-            self.manager.refresh(message.get("server"), reconnect=True)
+            # a connected server rediscovers; a disconnected one is reconnected (then rediscovers)
+            self.manager.refresh(message.get("server"))
 
 
 def announce(client: redis.Redis, op: str, server: str | None = None) -> int:

@@ -225,3 +225,31 @@ def test_server_everything_over_stdio_and_http_and_mcp_server_time(manage: Any) 
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_refresh_reconnects_a_failed_server_at_once(fake: FakeMCP, tmp_path: Path) -> None:
+    import sys
+
+    from tests.integration.mcp_peers import ROOT
+
+    ready = tmp_path / "ready"
+    script = (
+        f"import os, sys; os.path.exists({str(ready)!r}) or sys.exit('not ready yet'); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'tests.fakes.mcp_server', "
+        f"'--control', {str(fake.control)!r}])"
+    )
+    config = parse_server(
+        "late", {"command": sys.executable, "args": ["-c", script], "cwd": str(ROOT)}, "config"
+    )
+    manager = MCPManager({"late": config}, replace(FAST, backoff_first_seconds=60)).start()
+    try:
+        assert manager.wait_settled(30)
+        assert manager.servers()[0].state == "error" and "not ready yet" in (
+            manager.servers()[0].last_error or ""
+        )
+        ready.touch()
+        assert manager.refresh("late") == ["late"]  # no waiting out the minute of backoff
+        assert manager.wait_for(lambda: manager.servers()[0].state == "connected", 20)
+        assert manager.servers()[0].listing.tools
+    finally:
+        manager.stop()
