@@ -66,12 +66,15 @@ class MCPToolSource:
         self._generation = -1
         self._offer = Offer(Catalog("empty"))
         self._history: OrderedDict[str, Catalog] = OrderedDict()
+        self._cache: dict[str, Any] = {}  # per server: its converted tools (build_offer)
 
     def offer(self) -> Offer:
         generation = self.manager.generation
         with self._lock:
             if generation != self._generation:
-                self._offer = build_offer(self.manager.servers(), self.manager, self._catalog_tools)
+                self._offer = build_offer(
+                    self.manager.servers(), self.manager, self._catalog_tools, self._cache
+                )
                 self._generation = generation
                 self._history[self._offer.catalog.version] = self._offer.catalog
                 self._history.move_to_end(self._offer.catalog.version)
@@ -111,32 +114,53 @@ class MCPToolSource:
             return self._history.get(version)
 
 
-def build_offer(servers: list[ServerView], manager: MCPManager, catalog_tools: Any = None) -> Offer:
+def build_offer(
+    servers: list[ServerView], manager: MCPManager, catalog_tools: Any = None, cache: dict | None = None
+) -> Offer:
+    """Everything the connected servers offer. `cache` (the source's, between builds) keeps each
+    server's converted tools while its tool list is the same object, so a change of one
+    server's list costs that server's tools, not all of them."""
     tools: list[Tool] = []
     resources: list[dict[str, Any]] = []
     prompts: list[dict[str, Any]] = []
     warnings: dict[str, tuple[str, ...]] = {}
-    taken: dict[str, str] = {}
+    digests: list[str] = []
+    taken: set[str] = set()
+    cache = {} if cache is None else cache
     for view in servers:
         if view.state != CONNECTED:
             continue
-        found, skipped = _tools(view, manager, taken)
-        tools.extend(found)
-        warnings[view.config.name] = tuple(skipped)
+        name = view.config.name
+        kept = cache.get(name)
+        if kept is None or kept[0] is not view.listing.tools:
+            found, skipped = _tools(view, manager)
+            kept = cache[name] = (view.listing.tools, found, skipped, _digest(found))
+        _, found, skipped, digest = kept
+        clashes = [t for t in found if t.name in taken]  # only a hash collision across servers
+        skipped = skipped + [f"tool {t.name} clashes with another server's; skipped" for t in clashes]
+        tools.extend(t for t in found if t not in clashes)
+        taken.update(t.name for t in found)
+        warnings[name] = tuple(skipped)
+        digests.append(digest)
         resources.extend(view.listing.resources)
         resources.extend(view.listing.templates)
-        prompts.extend(_prompt(view.config.name, p) for p in view.listing.prompts)
+        prompts.extend(_prompt(name, p) for p in view.listing.prompts)
+    for gone in set(cache) - {v.config.name for v in servers if v.state == CONNECTED}:
+        del cache[gone]
     if catalog_tools is not None:
-        tools = catalog_tools(bool(resources), bool(prompts)) + tools
-    version = _version(tools)
+        extra = catalog_tools(bool(resources), bool(prompts))
+        tools = extra + tools
+        digests.insert(0, _digest(extra))
+    version = hashlib.sha256("".join(digests).encode()).hexdigest()[:12]
     versioned = tuple(Tool(t.definition, t.handler, SOURCE_NAME, version) for t in tools)
     return Offer(Catalog(version, versioned), tuple(resources), tuple(prompts), warnings)
 
 
-def _tools(view: ServerView, manager: MCPManager, taken: dict[str, str]) -> tuple[list[Tool], list[str]]:
+def _tools(view: ServerView, manager: MCPManager) -> tuple[list[Tool], list[str]]:
     server = view.config.name
     out: list[Tool] = []
     skipped: list[str] = []
+    taken: dict[str, str] = {}
     for mcp_tool in view.listing.tools:
         name = model_name(server, mcp_tool.name)
         if name in taken:
@@ -180,12 +204,12 @@ def _prompt(server: str, prompt: Any) -> dict[str, Any]:
     }
 
 
-def _version(tools: list[Tool]) -> str:
+def _digest(tools: list[Tool]) -> str:
     digest = hashlib.sha256()
     for t in tools:
         d = t.definition
         digest.update(json.dumps([d.name, d.description, d.parameters], sort_keys=True).encode())
-    return digest.hexdigest()[:12]
+    return digest.hexdigest()
 
 
 def _matches(template: str, uri: str) -> bool:
