@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd.add_argument(
         "--mcp-config",
         metavar="PATH",
-        help="a JSON file of MCP servers ({\"mcpServers\": {...}}); sets TURNSTONE_MCP_CONFIG",
+        help='a JSON file of MCP servers ({"mcpServers": {...}}); sets TURNSTONE_MCP_CONFIG',
     )
     sub.add_parser("migrate", help="apply the database migrations")
     token = sub.add_parser("token", help="manage API tokens")

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from app.mcp.connection import CONNECTED
 from app.mcp.handler import MCPToolHandler
 from app.mcp.manager import MCPManager, ServerView
 from app.mcp.names import full_name, model_name
+from app.mcp.states import CONNECTED
 from app.tools.tool import Tool, ToolDefinition, check_runtime_definition
 from app.tools.toolset import Catalog
 

@@ -15,7 +15,6 @@ import logging
 import random
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import IO, Any
 
 import anyio
@@ -28,48 +27,23 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from app.mcp.config import STDIO, ServerConfig
+from app.mcp.states import (
+    CONNECTED,
+    CONNECTING,
+    ERROR,
+    KINDS,
+    Listing,
+    RequestTimeoutError,
+    ServerGoneError,
+    Timing,
+)
 
 log = logging.getLogger(__name__)
 
-CONNECTING = "connecting"
-CONNECTED = "connected"
-ERROR = "error"
-STATES = (CONNECTING, CONNECTED, ERROR)
-
-KINDS = ("tools", "resources", "prompts")
 MAX_PAGES = 50  # a server that pages for ever is cut off here
 STDERR_TAIL_CHARS = 2000
 MIN_SECRET_CHARS = 4  # shorter env/header values are not hunted for in error text
 CLIENT_INFO = types.Implementation(name="turnstone-jobs", version="0.1")
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The supervisor's clock; `app.settings` has the defaults."""
-
-    connect_seconds: float = 30.0
-    health_seconds: float = 10.0
-    debounce_seconds: float = 0.2
-    backoff_first_seconds: float = 1.0
-    backoff_max_seconds: float = 60.0
-
-
-@dataclass(frozen=True)
-class Listing:
-    """What a server offered at its last discovery."""
-
-    tools: tuple[types.Tool, ...] = ()
-    resources: tuple[dict[str, Any], ...] = ()  # {uri, name, description, mimeType, server}
-    templates: tuple[dict[str, Any], ...] = ()
-    prompts: tuple[types.Prompt, ...] = ()
-
-
-class ServerGoneError(Exception):
-    """The server is not connected, or its connection broke during the request."""
-
-
-class RequestTimeoutError(Exception):
-    """The server did not answer in time; the request was cancelled on the server."""
 
 
 class ServerConnection:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from app.mcp.connection import RequestTimeoutError, ServerGoneError
-from app.mcp.results import call_output
+from app.mcp.states import RequestTimeoutError, ServerGoneError
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
@@ -32,6 +31,8 @@ class MCPToolHandler:
         return Preparation(args, header=f"MCP {self.server}: {self.tool}", preview=shown, needs_approval=True)
 
     def execute(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        from app.mcp.results import call_output
+
         timeout = float(ctx.settings.mcp_call_timeout)
         return run_request(
             self.server,

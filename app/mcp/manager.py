@@ -15,10 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.mcp.config import ServerConfig
-from app.mcp.connection import CONNECTING, KINDS, Listing, ServerConnection, ServerGoneError, Timing
+from app.mcp.states import CONNECTING, KINDS, Listing, ServerGoneError, Timing
+
+if TYPE_CHECKING:
+    from app.mcp.connection import ServerConnection
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,8 @@ class MCPManager:
             elif servers[name] != old.config:  # only where it came from changed
                 old.config = servers[name]
         await asyncio.gather(*(self._stop_one(name) for name in going))  # each may take seconds
+        from app.mcp.connection import ServerConnection  # the SDK: loaded once servers start
+
         for name, config in servers.items():
             if name not in self._connections:
                 conn = ServerConnection(config, self.timing, self._bump)

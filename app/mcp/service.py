@@ -21,9 +21,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.mcp import skills, status
 from app.mcp.catalog import MCPToolSource
 from app.mcp.config import ServerConfig
-from app.mcp.connection import CONNECTED, Timing
 from app.mcp.manager import MCPManager
 from app.mcp.prompt import sections
+from app.mcp.states import CONNECTED, Timing
 from app.settings import (
     MCP_BACKOFF_FIRST_SECONDS,
     MCP_BACKOFF_MAX_SECONDS,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.mcp.handler import run_request
-from app.mcp.manager import MCPManager
-from app.mcp.results import resource_output
 from app.tools.base import Preparation, ToolContext, ToolOutcome
+
+if TYPE_CHECKING:
+    from app.mcp.manager import MCPManager
 
 MAX_URI_CHARS = 8192
 
@@ -40,6 +41,8 @@ class Handler:
         server = self.owner(uri)
         if server is None:
             return ToolOutcome(f"Error: no connected MCP server offers {uri[:200]!r} any more", is_error=True)
+        from app.mcp.results import resource_output
+
         timeout = float(ctx.settings.mcp_call_timeout)
         return run_request(
             server,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.mcp.handler import run_request
-from app.mcp.manager import MCPManager
-from app.mcp.results import prompt_output
 from app.tools.base import Preparation, ToolContext, ToolOutcome
+
+if TYPE_CHECKING:
+    from app.mcp.manager import MCPManager
 
 MAX_ARGUMENTS = 100
 
@@ -44,6 +45,8 @@ class Handler:
         prompt = self.prompts().get(args["name"])
         if prompt is None:
             return ToolOutcome(f"Error: prompt {args['name']!r} is no longer offered", is_error=True)
+        from app.mcp.results import prompt_output
+
         timeout = float(ctx.settings.mcp_call_timeout)
         server, name, given = prompt["server"], prompt["prompt"], args.get("arguments") or {}
 

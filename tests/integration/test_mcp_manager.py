@@ -14,8 +14,8 @@ import pytest
 
 from app.mcp.catalog import MCPToolSource
 from app.mcp.config import parse_server
-from app.mcp.connection import Timing
 from app.mcp.manager import MCPManager
+from app.mcp.states import Timing
 from app.settings import ToolSettings
 from app.tools.base import ToolContext, ToolOutcome
 from app.tools.pipeline import PreparedCall, execute_call, run_calls

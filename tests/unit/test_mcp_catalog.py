@@ -10,10 +10,10 @@ import mcp_types as types
 from app.engine import prompt
 from app.mcp.catalog import MCPToolSource, build_offer
 from app.mcp.config import parse_server
-from app.mcp.connection import Listing
 from app.mcp.manager import MCPManager, ServerView
 from app.mcp.names import approval_label, model_name
 from app.mcp.prompt import MAX_PROMPTS, MAX_RESOURCES, sections
+from app.mcp.states import Listing
 from app.settings import Settings
 from app.storage.models import Workstream
 from app.tools.registry import build_registry
