@@ -32,7 +32,7 @@ FAKES: dict[str, FakeMCP] = {}  # the fake in config.toml, by the service's base
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def svc(
+def services(  # by this name, a failure shows the service logs (conftest's report hook)
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
 ) -> Iterator[Services]:
     if request.param == "postgresql" and not postgres_available():
@@ -61,8 +61,8 @@ def svc(
 
 
 @pytest.fixture
-def api(svc: Services) -> Api:
-    return Api(svc.base_url, API_TOKEN)
+def api(services: Services) -> Api:
+    return Api(services.base_url, API_TOKEN)
 
 
 @pytest.fixture
@@ -73,11 +73,11 @@ def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def sockets(svc: Services) -> Iterator[Callable[[str], EventSocket]]:
+def sockets(services: Services) -> Iterator[Callable[[str], EventSocket]]:
     opened: list[EventSocket] = []
 
     def _open(ws_id: str) -> EventSocket:
-        sock = EventSocket(svc.base_url, API_TOKEN, ws_id)
+        sock = EventSocket(services.base_url, API_TOKEN, ws_id)
         opened.append(sock)
         return sock
 
@@ -199,11 +199,11 @@ def http_fake(tmp: Path) -> FakeMCP:
 
 
 def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
-    svc: Services, api: Api, tmp_path: Path
+    services: Services, api: Api, tmp_path: Path
 ) -> None:
     connected(api, SERVERS)
     second = f"w2-{os.getpid()}@tests"
-    svc._spawn(
+    services._spawn(
         "worker2",
         [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads", "--concurrency", "2",
          "--queues", "model_steps,tool_batches,control", "--hostname", second,
@@ -211,7 +211,7 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
     )  # fmt: skip
     fake = http_fake(tmp_path)
     try:
-        wait_until(lambda: presence.is_present(svc.redis, second), what="the second worker")
+        wait_until(lambda: presence.is_present(services.redis, second), what="the second worker")
         wait_until(lambda: len(overview(api)["workers"]) == 2, what="both workers report")
         body = {
             "name": "remote",
@@ -241,7 +241,7 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
         assert shown["header_keys"] == ["X-Api-Key"] and "s3cret" not in json.dumps(shown)
         assert "s3cret" not in api.http.get("/v1/api/mcp/servers").text
         assert "s3cret" not in api.http.get("/v1/api/mcp").text
-        logs = "".join(p.read_text(errors="replace") for p in svc.tmp.glob("*.log"))
+        logs = "".join(p.read_text(errors="replace") for p in services.tmp.glob("*.log"))
         assert "s3cret" not in logs
         # a change of definition, then a removal, reach both workers too
         fake.lists(tools=["late"])
@@ -255,11 +255,11 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
         assert api.http.delete("/v1/api/mcp/servers/remote").status_code == 204
         wait_until(lambda: "remote" not in servers(api), timeout=10, what="remote gone")
     finally:
-        svc.kill("worker2")
+        services.kill("worker2")
         fake.stop_http()
 
 
-def test_refresh_reconnects_and_errors_are_reported(svc: Services, api: Api) -> None:
+def test_refresh_reconnects_and_errors_are_reported(services: Services, api: Api) -> None:
     connected(api, SERVERS)
     broken = api.http.post("/v1/api/mcp/servers", json={"name": "broken", "command": "/nonexistent/server"})
     assert broken.status_code == 201
@@ -272,9 +272,9 @@ def test_refresh_reconnects_and_errors_are_reported(svc: Services, api: Api) -> 
     assert api.http.delete("/v1/api/mcp/servers/broken").status_code == 204
 
 
-def test_prompts_are_synced_as_read_only_skills(svc: Services, api: Api) -> None:
+def test_prompts_are_synced_as_read_only_skills(services: Services, api: Api) -> None:
     connected(api, SERVERS)
-    engine = create_engine(svc.db.url)
+    engine = create_engine(services.db.url)
 
     def synced() -> list[PromptTemplate]:
         with Session(engine) as s:
@@ -326,9 +326,9 @@ def test_what_the_admin_api_refuses(api: Api) -> None:
 
 
 def test_a_pushed_change_reaches_the_next_model_step(
-    svc: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    services: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
 ) -> None:
-    fake = FAKES[svc.base_url]
+    fake = FAKES[services.base_url]
     connected(api, SERVERS)
     fake.lists(tools=["late"])
     try:
@@ -343,9 +343,9 @@ def test_a_pushed_change_reaches_the_next_model_step(
 
 
 def test_cancelling_the_turn_cancels_the_mcp_request_on_the_server(
-    svc: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    services: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
 ) -> None:
-    fake = FAKES[svc.base_url]
+    fake = FAKES[services.base_url]
     connected(api, SERVERS)
     before = len(fake.cancelled())
     ws_id = api.create_workstream(auto_approve=True)
@@ -361,9 +361,9 @@ def test_cancelling_the_turn_cancels_the_mcp_request_on_the_server(
 
 
 def test_a_worker_killed_mid_call_reports_it_interrupted_and_never_sends_it_again(
-    svc: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    services: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
 ) -> None:
-    fake = FAKES[svc.base_url]
+    fake = FAKES[services.base_url]
     connected(api, SERVERS)
     ws_id = api.create_workstream(auto_approve=True)
     sock = sockets(ws_id)
@@ -371,8 +371,8 @@ def test_a_worker_killed_mid_call_reports_it_interrupted_and_never_sends_it_agai
     model.enqueue(Reply(text="It was interrupted."))
     turn_id = api.send(ws_id, "echo slowly")
     wait_until(lambda: "slow_echo once only" in fake.calls(), what="the call reached the server")
-    svc.kill("worker")
-    svc.start_worker()
+    services.kill("worker")
+    services.start_worker()
     result = sock.wait_type("tool_result", timeout=90)
     assert result["is_error"] and "interrupted" in result["output"].lower()
     sock.wait_turn_end(turn_id, timeout=90)
