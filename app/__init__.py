@@ -23,6 +23,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web.client import client
     from app.web.fanout import Fanout
     from app.web.health import health
+    from app.web.mcp_api import mcp_api
     from app.web.previews import previews
 
     settings = settings or Settings.load()
@@ -40,6 +41,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(previews)
     flask_app.register_blueprint(client)
+    flask_app.register_blueprint(mcp_api)
     websocket.init_app(flask_app)
     access.init_app(flask_app)  # every endpoint's rule (app/web/access.py), checked before its view
     _register_errors(flask_app)

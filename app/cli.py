@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_RUN_HOST,
         help=f"address the web process binds (default {DEFAULT_RUN_HOST}: this machine only)",
     )
+    run_cmd.add_argument(
+        "--mcp-config",
+        metavar="PATH",
+        help='a JSON file of MCP servers ({"mcpServers": {...}}); sets TURNSTONE_MCP_CONFIG',
+    )
     sub.add_parser("migrate", help="apply the database migrations")
     from app.users import admin
 
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return migrate()
     if args.command in ("user", "token", "approve"):
         return administer(args)
-    return run(args.host)
+    return run(args.host, args.mcp_config)
 
 
 def migrate() -> int:
@@ -95,16 +100,23 @@ def rerank_calibrate(apply: bool) -> int:
     return 0
 
 
-def run(host: str = DEFAULT_RUN_HOST) -> int:
+def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
     """Every Procfile line under one supervisor, as `honcho start` would run them, with the
-    web process bound to `host`."""
+    web process bound to `host` (and `mcp_config` as every process's MCP server file)."""
     from honcho.environ import parse_procfile
     from honcho.manager import Manager
 
     from app.localredis import PrivateRedis, is_reachable
+    from app.settings import MCP_CONFIG_ENV, SettingsError
 
-    settings = Settings.load()
     env = dict(os.environ)
+    if mcp_config:
+        env[MCP_CONFIG_ENV] = str(Path(mcp_config).resolve())
+    try:
+        settings = Settings.load(env)  # a bad file stops the run here, saying which and why
+    except SettingsError as exc:
+        print(f"turnstone-jobs: {exc}", file=sys.stderr)
+        return 2
     private = None
     if not is_reachable(settings.redis_url):
         private = PrivateRedis()

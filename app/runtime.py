@@ -25,28 +25,35 @@ class Runtime:
     # The system prompt's sections, in order (app.engine.prompt); a runtime may add its own.
     prompt_sections: list[Any] = field(default_factory=list)
     fetcher: Any = None  # app.tools.fetch.Fetcher: the SSRF-guarded fetcher tools reach the web with
+    mcp: Any = None  # app.mcp.service.MCPService: started by workers only
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
         from app.engine.child_events import FamilyEventLog
         from app.engine.prompt import SECTIONS
+        from app.mcp import store as mcp_store
+        from app.mcp.service import MCP_TOOLS, MCPService
         from app.tools.fetch import Fetcher
         from app.tools.registry import build_registry
         from app.tools.sources import load_sources
 
         client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
+        registry = build_registry(settings=settings.tools)
         db = Database(settings.database_url)
         events = FamilyEventLog.with_links(client, settings, db)  # a sub-agent's reach its parent too
+        definitions = {n: d for n in MCP_TOOLS if (d := registry.definition(n))}
+        mcp = MCPService(settings, definitions, client, stored=lambda: mcp_store.load(db), db=db)
         return cls(
             settings=settings,
             db=db,
             redis=client,
             events=events,
             queue=TaskQueue(make_celery(settings)),
-            registry=build_registry(settings=settings.tools),
-            tool_sources=load_sources(settings.tool_sources),
-            prompt_sections=list(SECTIONS),
+            registry=registry,
+            tool_sources=[*load_sources(settings.tool_sources), mcp.source],
+            prompt_sections=[*SECTIONS, *mcp.prompt_sections()],
             fetcher=Fetcher.from_settings(settings.tools),
+            mcp=mcp,
         )
 
     def close(self) -> None:

@@ -149,6 +149,14 @@ WATCH_CLAIMS_PER_PASS = 100  # due watches one pass claims at most; the next pas
 # A claimed watch not polled (and released) within the command timeout plus this is claimed
 # again: its poll task was lost, or its worker died.
 WATCH_CLAIM_GRACE_SECONDS = 60.0
+# MCP servers (app/mcp): the JSON file of `mcpServers`, the call limit, the supervisor's clock.
+MCP_CONFIG_ENV = "TURNSTONE_MCP_CONFIG"
+DEFAULT_MCP_CALL_TIMEOUT = 120  # seconds, one tools/call (resources/read, prompts/get too)
+DEFAULT_MCP_HEALTH_SECONDS = 10.0  # a connected server is pinged this often; a dead one found
+MCP_CONNECT_SECONDS = 30.0  # start, initialize and first discovery, at most
+MCP_DEBOUNCE_SECONDS = 0.2  # list_changed pushes this close together make one refresh
+MCP_BACKOFF_FIRST_SECONDS = 1.0  # reconnect delay after a failure, doubled each time, +-20%
+MCP_BACKOFF_MAX_SECONDS = 60.0
 
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
@@ -220,6 +228,7 @@ class ToolSettings:
     rerank_instruction: str | None = None  # wraps queries for a server that applies no template
     rerank_bm25_threshold: float = 0.0  # relevance floor (0-1) for reranked retrieval; 0: no floor
     reranker: RerankerSettings | None = None  # from `[roles] reranker`, not a `[tools]` key
+    mcp_call_timeout: int = DEFAULT_MCP_CALL_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -247,6 +256,9 @@ class Settings:
     replay_log_bytes: int = DEFAULT_REPLAY_LOG_BYTES
     event_log_ttl_seconds: int = EVENT_LOG_TTL_SECONDS
     live_queue_events: int = DEFAULT_LIVE_QUEUE_EVENTS
+    # [mcp.servers.NAME] merged with $TURNSTONE_MCP_CONFIG's mcpServers (app.mcp.config.ServerConfig)
+    mcp_servers: Mapping[str, Any] = field(default_factory=dict)
+    mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
 
     @property
     def max_body_bytes(self) -> int:
@@ -308,6 +320,8 @@ class Settings:
             tool_sources=_tool_sources(config.get("tool_sources", {})),
             redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
+            mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
+            mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
         )
 
 
@@ -430,6 +444,25 @@ def _tool_sources(section: Any) -> dict[str, Mapping[str, Any]]:
             raise SettingsError(f'[tool_sources.{name}] needs factory = "module:callable"')
         sources[name] = dict(entry)
     return sources
+
+
+def _mcp_servers(section: Any, json_path: str | None) -> dict[str, Any]:
+    """`[mcp.servers.*]` then the JSON file's `mcpServers` (the file wins a name both define)."""
+    from app.mcp.config import ORIGIN_CONFIG, ServerConfigError, parse_json_file, parse_servers
+
+    if not isinstance(section, Mapping) or set(section) - {"servers"}:
+        raise SettingsError("[mcp] may hold only [mcp.servers.NAME] tables")
+    try:
+        servers = parse_servers(section.get("servers", {}), "[mcp.servers]", ORIGIN_CONFIG)
+        if json_path:
+            try:
+                text = Path(json_path).read_text()
+            except OSError as exc:
+                raise SettingsError(f"{MCP_CONFIG_ENV}={json_path}: cannot read: {exc}") from exc
+            servers.update(parse_json_file(text, json_path))
+    except ServerConfigError as exc:
+        raise SettingsError(str(exc)) from exc
+    return servers
 
 
 def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ModelSettings]:

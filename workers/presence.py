@@ -17,9 +17,11 @@ def _announce(sender: Any = None, **_: Any) -> None:
     global _presence
     _presence = Presence(runtime().redis, str(getattr(sender, "hostname", "worker")))
     _presence.start()
+    runtime().mcp.start()  # this process's MCP servers: spawned here, never in the web tier
 
 
 @worker_shutdown.connect
 def _withdraw(**_: Any) -> None:
     if _presence is not None:
         _presence.stop()
+        runtime().mcp.stop()

@@ -12,6 +12,7 @@ from app.engine import calls as call_store
 from app.engine.outbox import Outbox, ordered
 from app.errors import ConflictError, NotFoundError
 from app.events import EventType
+from app.mcp.names import approval_label
 from app.runtime import Runtime
 from app.storage.models import CallStatus, ToolCall, Turn, TurnPhase, Workstream, WorkstreamState
 
@@ -52,8 +53,13 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
         if not targets:  # the same decision again: nothing to do
             return DecisionResult([], [r.call_id for r in pending], resumed=False)
         if decision.always and decision.approved:
-            ws.auto_approve_tools = sorted(set(ws.auto_approve_tools) | {r.func_name for r in targets})
-            targets += [r for r in pending if r not in targets and r.func_name in ws.auto_approve_tools]
+            labels = {approval_label(r.func_name, r.args) for r in targets}
+            ws.auto_approve_tools = sorted(set(ws.auto_approve_tools) | labels)
+            targets += [
+                r
+                for r in pending
+                if r not in targets and approval_label(r.func_name, r.args) in ws.auto_approve_tools
+            ]
             s.add(ws)
         how = "always" if decision.always and decision.approved else decision.how
         targets = [

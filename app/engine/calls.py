@@ -22,6 +22,7 @@ from sqlmodel import Session, col, select
 
 from app.engine.outbox import Outbox, ordered
 from app.events import EventType, Fence
+from app.mcp.names import approval_label
 from app.runtime import Runtime
 from app.storage.models import (
     FINAL_CALL_STATUSES,
@@ -95,7 +96,7 @@ def new_row(
         status, how = CallStatus.ERROR, None
     elif not p.needs_approval:
         status, how = CallStatus.APPROVED, None
-    elif ws.auto_approve or p.func_name in ws.auto_approve_tools:
+    elif ws.auto_approve or approval_label(p.func_name, p.args) in ws.auto_approve_tools:
         status, how = CallStatus.APPROVED, "auto"
     else:
         status, how = CallStatus.PENDING, None

@@ -292,3 +292,42 @@ class Watch(SQLModel, table=True):
     created_by: str | None = Field(default=None, max_length=200)  # the call that created it
     created_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
+
+
+class McpServer(SQLModel, table=True):
+    """An MCP server added through the admin API. `env` and `headers` are write-only there."""
+
+    __tablename__ = "mcp_servers"
+
+    name: str = Field(primary_key=True, max_length=40)
+    transport: str = Field(max_length=16)
+    command: str | None = Field(default=None, sa_column=Column(SafeText))
+    args: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
+    env: dict[str, str] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    cwd: str | None = Field(default=None, sa_column=Column(SafeText))
+    url: str | None = Field(default=None, sa_column=Column(SafeText))
+    headers: dict[str, str] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class PromptTemplate(SQLModel, table=True):
+    """A skill: written by a person (`origin` manual) or an MCP server's prompt (`origin` mcp,
+    read-only, kept in step with the server by the workers)."""
+
+    __tablename__ = "prompt_templates"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, unique=True)
+    description: str = Field(default="", sa_column=Column(SafeText, nullable=False))
+    content: str = Field(default="", sa_column=Column(SafeText, nullable=False))
+    tags: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
+    category: str = Field(default="", max_length=200)
+    risk_level: str = Field(default="low", max_length=16)
+    activation: str = Field(default="manual", max_length=16)
+    origin: str = Field(default="manual", max_length=16)
+    mcp_server: str | None = Field(default=None, max_length=40, index=True)
+    readonly: bool = False
+    enabled: bool = True
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)

@@ -168,8 +168,11 @@ def check_runtime_definition(definition: ToolDefinition) -> str | None:
     if not TOOL_NAME_PATTERN.match(definition.name):
         return f"tool name {definition.name[:80]!r} is not 1-64 letters, digits, '_' or '-'"
     params = definition.parameters
-    if not isinstance(params, Mapping) or params.get("type") != "object":
+    # `type(...) is dict` first: this runs for every source tool at every model step, and an
+    # ABC isinstance check is slow enough to count with a thousand MCP tools.
+    if not (type(params) is dict or isinstance(params, Mapping)) or params.get("type") != "object":
         return f"tool {definition.name}: parameters must be a JSON schema of type object"
-    if not isinstance(params.get("properties", {}), Mapping):
+    properties = params.get("properties", {})
+    if not (type(properties) is dict or isinstance(properties, Mapping)):
         return f"tool {definition.name}: parameters.properties must be an object"
     return None

@@ -64,6 +64,14 @@ RULES: dict[str, Rule] = {
     "accounts.revoke_token": Rule(Scope.WRITE, owned=True),
     "accounts.list_users": Rule(Scope.ADMIN),
     "accounts.create_user": Rule(Scope.ADMIN),
+    # MCP (app/web/mcp_api.py): anyone may see the servers' state; managing them is an admin's
+    "mcp_api.overview": Rule(Scope.READ),
+    "mcp_api.list_servers": Rule(Scope.ADMIN),
+    "mcp_api.create_server": Rule(Scope.ADMIN),
+    "mcp_api.get_server": Rule(Scope.ADMIN),
+    "mcp_api.replace_server": Rule(Scope.ADMIN),
+    "mcp_api.delete_server": Rule(Scope.ADMIN),
+    "mcp_api.refresh": Rule(Scope.ADMIN),
     # the websocket (app/web/websocket.py): read to follow; each command checks its own scope
     SOCKET_ENDPOINT: Rule(Scope.READ, owned=True, in_view=True),
     # health, the web client

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import presence
+from app.mcp import status as mcp_status
 from app.runtime import Runtime
 
 health = Blueprint("health", __name__)
@@ -23,6 +24,8 @@ def check() -> Any:
     body["redis"] = _redis_ok(rt)
     body["database"] = _database_ok(rt)
     body["workers"] = _workers(rt) if body["redis"]["ok"] else {"ok": False, "count": 0}
+    if body["redis"]["ok"]:
+        body["mcp"] = _mcp(rt)
     body["ok"] = body["redis"]["ok"] and body["database"]["ok"]
     return jsonify(body), 200 if body["ok"] else 503
 
@@ -50,3 +53,11 @@ def _workers(rt: Runtime) -> dict[str, Any]:
     except redis.RedisError as exc:
         return {"ok": False, "count": 0, "error": type(exc).__name__}
     return {"ok": count > 0, "count": count}
+
+
+def _mcp(rt: Runtime) -> dict[str, Any]:
+    """Connected MCP servers, their resources (templates included) and prompts, as workers report."""
+    try:
+        return mcp_status.summary(mcp_status.read(rt.redis))
+    except redis.RedisError as exc:
+        return {"servers": 0, "resources": 0, "prompts": 0, "error": type(exc).__name__}

@@ -52,6 +52,8 @@ export const api = {
   attach: (id, file) => upload(`${ws(id)}/attachments`, file),
   watches: (id) => call("GET", `${ws(id)}/watches`),
   cancelWatch: (id, watchId) => call("DELETE", `${ws(id)}/watches/${encodeURIComponent(watchId)}`),
+  mcp: () => call("GET", "/mcp"),
+  mcpRefresh: (server) => call("POST", "/mcp/refresh", server ? { server } : {}),
 };
 
 // A file as multipart/form-data (the browser writes the boundary).

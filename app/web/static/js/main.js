@@ -4,6 +4,7 @@
 import { api, token, UnauthorizedError } from "./api.js";
 import { bindKeys } from "./keys.js";
 import { PreviewPane } from "./preview.js";
+import { McpPanel } from "./mcp.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
 import { WatchesPanel } from "./watches.js";
@@ -51,6 +52,10 @@ const watches = new WatchesPanel(
 );
 
 const sidebar = new Sidebar({ list: $("ws-list") }, { onSelect: (id) => select(id), onError: handleError });
+const mcp = new McpPanel(
+  { badge: $("mcp-badge"), dialog: $("mcp"), list: $("mcp-list"), refreshAll: $("mcp-refresh-all"), close: $("mcp-close") },
+  { onError: handleError },
+);
 
 function handleError(err) {
   if (err instanceof UnauthorizedError || err?.name === "UnauthorizedError") signOut("That token was refused.");
@@ -86,6 +91,7 @@ function hashWorkstream() {
 function signOut(message = "") {
   token.clear();
   sidebar.stop();
+  mcp.stop();
   view.close();
   watches.close();
   $("composer").hidden = true;
@@ -109,6 +115,7 @@ async function signIn() {
   $("app").hidden = false;
   await sidebar.refresh();
   sidebar.start();
+  mcp.start();
   const wanted = hashWorkstream() || sidebar.items.at(-1)?.ws_id;
   if (wanted) await select(wanted);
   else $("composer").hidden = true;
@@ -254,7 +261,7 @@ bindCreateDialog(
 const showHelp = () => ($("help").hidden = false);
 $("show-help").addEventListener("click", showHelp);
 $("help-close").addEventListener("click", () => ($("help").hidden = true));
-bindKeys({ view, messageBox: box, dialogs: [$("login"), $("create"), $("help")], showHelp });
+bindKeys({ view, messageBox: box, dialogs: [$("login"), $("create"), $("help"), $("mcp")], showHelp });
 
 window.addEventListener("hashchange", () => {
   const id = hashWorkstream();

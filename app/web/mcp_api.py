@@ -1,0 +1,145 @@
+"""The MCP admin API under /v1/api/mcp: status from the workers, servers kept in the database.
+
+The web tier never starts a server: it stores definitions, tells every worker on the
+control channel, and reads what the workers publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify
+
+from app.errors import BadRequestError, ConflictError, NotFoundError, ServiceError
+from app.mcp import status, store
+from app.mcp.config import ORIGIN_DB, ServerConfig, ServerConfigError, parse_server
+from app.mcp.service import announce
+from app.runtime import Runtime
+from app.web.requests import json_body
+
+mcp_api = Blueprint("mcp_api", __name__, url_prefix="/v1/api/mcp")
+
+WRITE_ONLY = ("env", "headers")
+FIELDS = frozenset({"name", "type", "transport", "command", "args", "env", "cwd", "url", "headers"})
+
+
+class ForbiddenError(ServiceError):
+    status = 403
+
+
+def _rt() -> Runtime:
+    return current_app.extensions["runtime"]
+
+
+@mcp_api.get("")
+def overview() -> Any:
+    rt = _rt()
+    merged = status.read(rt.redis)
+    reported = {s["name"]: s for s in merged["servers"]}
+    servers = []
+    for name, config in sorted(rt.mcp.servers().items()):
+        seen = reported.get(name)
+        servers.append({**_unreported(config), **(seen or {}), "origin": config.origin})
+    return jsonify(servers=servers, workers=merged["workers"], totals=status.summary({"servers": servers}))
+
+
+@mcp_api.get("/servers")
+def list_servers() -> Any:
+    return jsonify(servers=[c.public() for _, c in sorted(_rt().mcp.servers().items())])
+
+
+@mcp_api.post("/servers")
+def create_server() -> Any:
+    body = _definition(json_body())
+    config = _parse(body.get("name"), body)
+    rt = _rt()
+    if config.name in rt.mcp.servers() or not store.save(rt.db, config, create=True):
+        raise ConflictError(f"an MCP server named {config.name!r} exists", field="name")
+    announce(rt.redis, "reload")
+    return jsonify(config.public()), 201
+
+
+@mcp_api.get("/servers/<name>")
+def get_server(name: str) -> Any:
+    return jsonify(_existing(name).public())
+
+
+@mcp_api.put("/servers/<name>")
+def replace_server(name: str) -> Any:
+    old = _stored(name)
+    body = _definition(json_body())
+    if "name" in body and body["name"] != name:
+        raise BadRequestError("name: a server cannot be renamed; delete it and add it again", field="name")
+    for key in WRITE_ONLY:  # not shown, so a client cannot send them back: omitted keeps them
+        body.setdefault(key, dict(getattr(old, key)))
+    config = _parse(name, body)
+    rt = _rt()
+    if not store.save(rt.db, config, create=False):
+        raise NotFoundError(f"no stored MCP server {name!r}")
+    announce(rt.redis, "reload")
+    return jsonify(config.public())
+
+
+@mcp_api.delete("/servers/<name>")
+def delete_server(name: str) -> Any:
+    _stored(name)
+    rt = _rt()
+    store.delete(rt.db, name)
+    announce(rt.redis, "reload")
+    return "", 204
+
+
+@mcp_api.post("/refresh")
+def refresh() -> Any:
+    body = json_body()
+    server = body.get("server")
+    if server is not None:
+        if not isinstance(server, str):
+            raise BadRequestError("server: must be a server name", field="server")
+        _existing(server)
+    heard = announce(_rt().redis, "refresh", server)
+    return jsonify(refreshing=server or "all", workers=heard), 202
+
+
+def _definition(body: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise BadRequestError(f"{unknown[0][:60]}: not a server field", field=unknown[0][:60])
+    return body
+
+
+def _parse(name: Any, body: dict[str, Any]) -> ServerConfig:
+    try:
+        return parse_server(name, body, ORIGIN_DB)
+    except ServerConfigError as exc:
+        raise BadRequestError(f"{exc.field}: {exc}", field=exc.field) from None
+
+
+def _existing(name: str) -> ServerConfig:
+    config = _rt().mcp.servers().get(name)
+    if config is None:
+        raise NotFoundError(f"no MCP server {name[:60]!r}")
+    return config
+
+
+def _stored(name: str) -> ServerConfig:
+    config = _existing(name)
+    if config.origin != ORIGIN_DB:
+        raise ForbiddenError(f"MCP server {name!r} is defined in the {config.origin} file; change it there")
+    return config
+
+
+def _unreported(config: ServerConfig) -> dict[str, Any]:
+    """A server no worker has reported on yet (none running, or it was just added)."""
+    return {
+        "name": config.name,
+        "transport": config.transport,
+        "state": "connecting",
+        "last_error": None,
+        "counts": {"tools": 0, "resources": 0, "templates": 0, "prompts": 0},
+        "tools": [],
+        "resources": [],
+        "templates": [],
+        "prompts": [],
+        "warnings": [],
+        "workers": {},
+    }

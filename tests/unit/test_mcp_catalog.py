@@ -1,0 +1,118 @@
+"""The MCP catalog as a model sees it: names that fit, skipped tools with a warning, a stable version,
+the system prompt's MCP sections and the approval labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from app.engine import prompt
+from app.mcp.catalog import MCPToolSource, build_offer
+from app.mcp.config import parse_server
+from app.mcp.manager import MCPManager, ServerView
+from app.mcp.names import approval_label, model_name
+from app.mcp.prompt import MAX_PROMPTS, MAX_RESOURCES, sections
+from app.mcp.states import Listing
+from app.settings import Settings
+from app.storage.models import Workstream
+from app.tools.registry import build_registry
+from app.tools.tool import TOOL_NAME_PATTERN
+from app.tools.toolset import build
+
+MANAGER = MCPManager({})
+
+
+def tool(name: str, schema: Any = None) -> types.Tool:
+    return types.Tool(name=name, description=f"does {name}", input_schema=schema or {"type": "object"})
+
+
+def view(server: str, state: str = "connected", **listing: Any) -> ServerView:
+    return ServerView(parse_server(server, {"command": "x"}, "config"), state, None, Listing(**listing))
+
+
+def test_names_fit_providers_and_are_deterministic() -> None:
+    assert model_name("github", "search_repos") == "mcp__github__search_repos"
+    long = model_name("srv", "a" * 100)
+    assert len(long) == 64 and TOOL_NAME_PATTERN.match(long) and long == model_name("srv", "a" * 100)
+    assert model_name("srv", "a" * 100) != model_name("srv", "a" * 99 + "b")
+    odd = model_name("srv", "get.thing/ü")
+    assert TOOL_NAME_PATTERN.match(odd) and odd.startswith("mcp__srv__get_thing")
+
+
+def test_a_clash_and_an_unusable_schema_are_skipped_with_a_warning() -> None:
+    offer = build_offer(
+        [
+            view(
+                "s",
+                tools=(
+                    tool("a.b"),
+                    tool("a/b"),  # maps to the same cleaned-up name? no: hashed apart
+                    tool("ok"),
+                    tool("ok"),
+                    tool("arr", {"type": "array"}),
+                ),
+            ),
+            view("down", state="error", tools=(tool("x"),)),
+        ],
+        MANAGER,
+    )
+    names = [t.name for t in offer.catalog.tools]
+    assert names.count("mcp__s__ok") == 1 and not any("down" in n for n in names)
+    warnings = offer.warnings["s"]
+    assert any("'ok'" in w and "already taken" in w for w in warnings)
+    assert any("'arr'" in w and "type object" in w for w in warnings)
+
+
+def test_the_version_follows_the_definitions_only() -> None:
+    one = build_offer([view("s", tools=(tool("a"),))], MANAGER).catalog.version
+    again = build_offer([view("s", tools=(tool("a"),))], MCPManager({})).catalog.version
+    other = build_offer([view("s", tools=(tool("b"),))], MANAGER).catalog.version
+    assert one == again != other
+
+
+def test_mcp_tools_come_after_the_builtins_and_reach_task_agents() -> None:
+    registry = build_registry()
+
+    class Source(MCPToolSource):
+        def offer(self) -> Any:
+            return build_offer([view("s", tools=(tool("t"),))], MANAGER)
+
+    source = Source(MANAGER)
+    interactive = build(registry, [source], "interactive")
+    assert interactive.offered_names()[-1] == "mcp__s__t"
+    assert "mcp__s__t" in build(registry, [source], "task").offered_names()
+
+
+def test_system_prompt_sections_list_resources_and_prompts_with_caps() -> None:
+    registry = build_registry()
+    resources = tuple(
+        {"uri": f"r://{n}", "name": f"r{n}", "description": f"res {n}\n<b>", "mimeType": None, "server": "s"}
+        for n in range(60)
+    )
+    prompts = tuple(types.Prompt(name=f"p{n}", description="a prompt") for n in range(40))
+    views = [view("s", resources=resources, prompts=prompts)]
+
+    class Source(MCPToolSource):
+        def offer(self) -> Any:
+            return build_offer(views, MANAGER, self._catalog_tools)
+
+    source = Source(MANAGER, {n: d for n in ("read_resource", "use_prompt") if (d := registry.definition(n))})
+    ws = Workstream(id="w1", name="w", working_dir="/tmp")
+    tools = build(registry, [source], "interactive")
+    text = prompt.build(prompt.PromptContext(ws, tools, Settings()), [*prompt.SECTIONS, *sections(source)])
+    block = text.split("<mcp-resources>\n")[1].split("\n</mcp-resources>")[0]
+    assert len(block.splitlines()) == MAX_RESOURCES and "r://0  res 0 ‹b›" in block
+    assert "</mcp-resources>\nUse read_resource(uri='...') to access the resources listed above." in text
+    listed = text.split("<mcp-prompts>\n")[1].split("\n</mcp-prompts>")[0]
+    assert len(listed.splitlines()) == MAX_PROMPTS and "mcp__s__p0()  a prompt" in listed
+    coordinator = build(registry, [source], "coordinator")
+    alone = prompt.build(prompt.PromptContext(ws, coordinator, Settings()), sections(source))
+    assert "<mcp-resources>" not in alone  # no read_resource, no list
+
+
+def test_always_approves_one_resource_or_prompt_not_the_tool() -> None:
+    assert approval_label("read_resource", {"uri": "fake://a"}) == "read_resource:fake://a"
+    assert approval_label("use_prompt", {"name": "mcp__s__p"}) == "use_prompt:mcp__s__p"
+    assert approval_label("mcp__s__t", {"x": 1}) == "mcp__s__t"
+    assert approval_label("read_resource", {"uri": 5}) == "read_resource"
