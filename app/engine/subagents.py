@@ -20,6 +20,7 @@ from app.storage.models import CallStatus, ToolCall, Turn, Workstream
 from app.storage.types import storable
 from app.tools import toolset as toolsets
 from app.tools.tool import TASK
+from app.users import ownership
 
 ORIGIN = "task_agent"  # the child turn's origin
 NAME_CHARS = 80
@@ -52,6 +53,7 @@ def start(rt: Runtime, parent: Workstream, turn_id: str, call: ToolCall, prompt:
                     auto_approve=parent.auto_approve,
                     auto_approve_tools=list(parent.auto_approve_tools),
                     working_dir=parent.working_dir,
+                    owner_id=ownership.owner_for_child(parent),
                 )
             )
             s.flush()  # the turn's foreign key needs the workstream first
