@@ -22,6 +22,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web.client import client
     from app.web.fanout import Fanout
     from app.web.health import health
+    from app.web.memories import memories
+    from app.web.skills import skills
 
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
@@ -36,6 +38,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(client)
+    flask_app.register_blueprint(memories)
+    flask_app.register_blueprint(skills)
     websocket.init_app(flask_app)
     _register_errors(flask_app)
     return flask_app

@@ -4,7 +4,8 @@ ServiceError                 raised by app/ for a caller's request; the web laye
 ├── BadRequestError          400: a body field is missing or of the wrong type (names it)
 ├── NotFoundError            404: no such workstream
 ├── PayloadTooLargeError     413: a message over the documented size
-└── ConflictError            409: e.g. a decision for a call that is not pending
+├── ConflictError            409: e.g. a decision for a call that is not pending
+└── ForbiddenError           403: e.g. editing a read-only (MCP) skill
 StaleAttemptError            a newer attempt of the same turn took over; the old one stops
 """
 
@@ -40,3 +41,9 @@ class ConflictError(ServiceError):
 
 class StaleAttemptError(Exception):
     """This task's attempt was superseded (the sweeper re-queued it); its writes are refused."""
+
+
+class ForbiddenError(ServiceError):
+    """403: the thing exists but may not be changed this way (a read-only skill)."""
+
+    status = 403

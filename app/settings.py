@@ -81,6 +81,21 @@ WEB_SEARCH_DEFAULT_RESULTS = 5
 WEB_SEARCH_MAX_RESULTS = 20
 WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
 
+# memory, recall and skill (app/memory, app/recall, app/skills).
+MEMORY_INJECT_MAX = 5  # memories put into the system prompt at a turn's first model step, at most
+MEMORY_INJECT_THRESHOLD = 0.2  # the BM25 relevance to the user's message a memory must pass
+MEMORY_DEFAULT_LIMIT = 20  # search and list results when the call gives no limit
+MEMORY_MAX_LIMIT = 100
+MEMORY_MAX_CONTENT_CHARS = 20_000
+MEMORY_MAX_DESCRIPTION_CHARS = 500
+MEMORY_INJECT_CHARS = 2_000  # one memory's content in the system prompt, at most
+RECALL_DEFAULT_LIMIT = 20
+RECALL_MAX_LIMIT = 100
+RECALL_MAX_QUERY_CHARS = 1_000
+RECALL_MAX_TERMS = 16  # words and phrases of one query; more are refused, not silently dropped
+SKILL_SEARCH_RESULTS = 10
+SKILL_MAX_CONTENT_CHARS = 100_000
+
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
@@ -161,6 +176,14 @@ class ToolSettings:
 
 
 @dataclass(frozen=True)
+class MemorySettings:
+    """The `[memory]` section: which memories reach the system prompt."""
+
+    inject_max: int = MEMORY_INJECT_MAX
+    inject_threshold: float = MEMORY_INJECT_THRESHOLD
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str = DEFAULT_REDIS_URL
@@ -185,6 +208,7 @@ class Settings:
     replay_log_bytes: int = DEFAULT_REPLAY_LOG_BYTES
     event_log_ttl_seconds: int = EVENT_LOG_TTL_SECONDS
     live_queue_events: int = DEFAULT_LIVE_QUEUE_EVENTS
+    memory: MemorySettings = field(default_factory=MemorySettings)
 
     @property
     def max_body_bytes(self) -> int:
@@ -242,6 +266,7 @@ class Settings:
             ),
             tool_sources=_tool_sources(config.get("tool_sources", {})),
             redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
+            memory=_memory_settings(config.get("memory", {})),
         )
 
 
@@ -360,3 +385,18 @@ def _int(value: Any, name: str) -> int:
 
 def _float(value: Any) -> float:
     return float(value)
+
+
+def _memory_settings(section: Any) -> MemorySettings:
+    if not isinstance(section, Mapping):
+        raise SettingsError("[memory] must be a table")
+    unknown = set(section) - set(MemorySettings.__dataclass_fields__)
+    if unknown:
+        raise SettingsError(f"[memory]: unknown key(s) {', '.join(sorted(unknown))}")
+    inject_max = section.get("inject_max", MEMORY_INJECT_MAX)
+    if not isinstance(inject_max, int) or isinstance(inject_max, bool) or inject_max < 0:
+        raise SettingsError(f"[memory] inject_max must be a whole number, 0 or more, got {inject_max!r}")
+    threshold = section.get("inject_threshold", MEMORY_INJECT_THRESHOLD)
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool) or threshold < 0:
+        raise SettingsError(f"[memory] inject_threshold must be a number, 0 or more, got {threshold!r}")
+    return MemorySettings(inject_max=inject_max, inject_threshold=float(threshold))

@@ -67,7 +67,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
             "set TURNSTONE_MODEL (e.g. openai:gpt-4.1) or add [models.NAME] to config.toml",
         )
     tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools)
-    system = prompt.build(prompt.PromptContext(ws, tools, rt.settings), rt.prompt_sections)
+    context = prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message=turn.message)
+    system = prompt.build(context, rt.prompt_sections)
     history = conversation.for_model(system, rows)
     with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
         try:

@@ -12,6 +12,8 @@ from app.engine import calls as call_store
 from app.engine.turns import new_id
 from app.errors import BadRequestError, NotFoundError
 from app.runtime import Runtime
+from app.skills import store as skills
+from app.skills.fields import render
 from app.storage.models import CallStatus, Message, Turn, TurnStatus, Workstream
 
 
@@ -21,6 +23,7 @@ def create(
     model: str | None = None,
     auto_approve: bool = False,
     working_dir: str | None = None,
+    skill: str | None = None,
 ) -> Workstream:
     if model is not None and rt.settings.model(model) is None:
         known = ", ".join(sorted(rt.settings.models)) or "none"
@@ -36,6 +39,11 @@ def create(
         auto_approve=auto_approve,
         working_dir=folder,
     )
+    chosen = skills.chosen_at_creation(rt.db, skill)
+    if chosen is not None:
+        settings = rt.settings.model(model)
+        ws.skill = chosen.name
+        ws.skill_content = render(chosen.content, settings.model if settings else "", ws_id)
     with rt.db.session() as s:
         s.add(ws)
     return ws
@@ -67,6 +75,7 @@ def summary(ws: Workstream) -> dict[str, Any]:
         "state": ws.state,
         "active_turn_id": ws.active_turn_id,
         "created_at": ws.created_at.isoformat(),
+        "skill": ws.skill,
     }
 
 

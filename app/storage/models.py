@@ -80,6 +80,9 @@ class Workstream(SQLModel, table=True):
     active_turn_id: str | None = Field(default=None, max_length=32)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # The active skill (app/skills): its name, and its content as rendered when it was chosen.
+    skill: str | None = Field(default=None, max_length=200)
+    skill_content: str | None = Field(default=None, sa_column=Column(SafeText))
 
 
 class Turn(SQLModel, table=True):
@@ -162,3 +165,45 @@ class ApiToken(SQLModel, table=True):
     name: str = Field(max_length=200)
     token_hash: str = Field(max_length=64, unique=True)
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Memory(SQLModel, table=True):
+    """A note the memory tool keeps. Unique by name within its scope: `scope_key` is "" for
+    `global`, the workstream id for `workstream`, the owner (app/memory/owners.py) for `user`."""
+
+    __tablename__ = "memories"
+    __table_args__ = (UniqueConstraint("scope", "scope_key", "name"),)
+
+    id: str = Field(primary_key=True, max_length=32)
+    name: str = Field(max_length=64)
+    description: str = Field(default="", sa_column=Column(SafeText, nullable=False))
+    content: str = Field(sa_column=Column(SafeText, nullable=False))
+    type: str = Field(default="project", max_length=16)
+    scope: str = Field(default="global", max_length=16)
+    scope_key: str = Field(default="", max_length=200)
+    ws_id: str | None = Field(default=None, max_length=32, index=True)  # workstream scope: whose
+    owner_id: str | None = Field(default=None, max_length=200, index=True)  # user scope: whose
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class PromptTemplate(SQLModel, table=True):
+    """A skill: instructions a workstream can take on. `origin` is `manual` (the admin API, an
+    import) or `mcp` (synced from an MCP server's prompts: `readonly`, owned by that sync)."""
+
+    __tablename__ = "prompt_templates"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=64, unique=True)
+    description: str = Field(default="", sa_column=Column(SafeText, nullable=False))
+    content: str = Field(sa_column=Column(SafeText, nullable=False))
+    tags: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
+    category: str = Field(default="", max_length=100)
+    risk_level: str = Field(default="low", max_length=16)
+    activation: str = Field(default="manual", max_length=16)
+    origin: str = Field(default="manual", max_length=16)
+    mcp_server: str | None = Field(default=None, max_length=200)
+    readonly: bool = False
+    enabled: bool = True
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)

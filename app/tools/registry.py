@@ -115,9 +115,31 @@ class Registry:
 
 
 def default_handlers() -> dict[str, ToolHandler]:
-    from app.tools import bash, diff_file, edit_file, read_file, search, web_fetch, web_search, write_file
+    from app.tools import (
+        bash,
+        diff_file,
+        edit_file,
+        memory,
+        read_file,
+        recall,
+        search,
+        skill,
+        web_fetch,
+        web_search,
+        write_file,
+    )
 
-    modules = (bash, read_file, write_file, edit_file, diff_file, search, web_fetch, web_search)
+    modules: tuple[Any, ...] = (
+        bash,
+        read_file,
+        write_file,
+        edit_file,
+        diff_file,
+        search,
+        web_fetch,
+        web_search,
+    )
+    modules += (memory, recall, skill)
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 
 

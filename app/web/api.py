@@ -42,6 +42,7 @@ def create_workstream() -> Any:
         model=field(body, "model", str),
         auto_approve=field(body, "auto_approve", bool, default=False),
         working_dir=field(body, "working_dir", str),
+        skill=field(body, "skill", str, max_chars=MAX_NAME_CHARS),
     )
     return _reply(201, workstreams.summary(ws))
 

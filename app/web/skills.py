@@ -1,0 +1,60 @@
+"""/v1/api/skills: the skills admin API (thin routes over app.skills). Read-only skills answer 403."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify
+
+from app.skills import fields, store
+from app.storage.database import Database
+from app.web.auth import require_token
+from app.web.requests import json_body, path_id
+
+skills = Blueprint("skills", __name__, url_prefix="/v1/api/skills")
+
+
+def _db() -> Database:
+    return current_app.extensions["runtime"].db
+
+
+def _name(name: str) -> str:
+    return path_id("skill", name) if fields.NAME.match(name) else _no_such(name)
+
+
+def _no_such(name: str) -> str:
+    from app.errors import NotFoundError
+
+    raise NotFoundError(f"no skill {name[:64]!r}")
+
+
+@skills.get("")
+@require_token
+def list_skills() -> Any:
+    return jsonify(skills=[store.as_dict(row, with_content=False) for row in store.all_skills(_db())])
+
+
+@skills.post("")
+@require_token
+def create_skill() -> Any:
+    row = store.create(_db(), fields.checked(json_body()))
+    return jsonify(store.as_dict(row)), 201
+
+
+@skills.get("/<name>")
+@require_token
+def get_skill(name: str) -> Any:
+    return jsonify(store.as_dict(store.need(_db(), _name(name))))
+
+
+@skills.put("/<name>")
+@require_token
+def put_skill(name: str) -> Any:
+    return jsonify(store.as_dict(store.change(_db(), _name(name), fields.checked(json_body(), partial=True))))
+
+
+@skills.delete("/<name>")
+@require_token
+def delete_skill(name: str) -> Any:
+    store.delete(_db(), _name(name))
+    return jsonify(deleted=name)
