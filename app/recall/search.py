@@ -38,8 +38,7 @@ _POSTGRES = (
     "AND (m.turn_id IS NULL OR m.turn_id != :turn) ORDER BY s.message_id DESC LIMIT :limit) "
     "SELECT m.id, m.ws_id, w.name AS workstream, m.role, m.name AS tool, m.created_at, "
     "ts_headline('simple', message_search_text(m.content, m.tool_calls), q.query, "
-    f"'StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords={SNIPPET_WORDS}, MinWords=8, "
-    'MaxFragments=2, FragmentDelimiter=" … "\') AS snippet '
+    f"'StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords={SNIPPET_WORDS}, MinWords=8') AS snippet "
     "FROM hits JOIN messages m ON m.id = hits.message_id JOIN workstreams w ON w.id = m.ws_id, q "
     "ORDER BY m.id DESC"
 )

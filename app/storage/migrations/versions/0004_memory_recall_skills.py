@@ -27,7 +27,7 @@ _SQLITE_BODY = (
     "coalesce(json_extract(value, '$.function.name'), '') || ' ' || "
     "coalesce(json_extract(value, '$.function.arguments'), ''), ' ') "
     "FROM json_each(CASE WHEN json_type({row}.tool_calls) = 'array' "
-    "THEN {row}.tool_calls ELSE '[]' END)), ''), "
+    "THEN {row}.tool_calls ELSE '[]' END) WHERE type = 'object'), ''), "
     f"1, {RECALL_INDEXED_CHARS})"
 )
 
