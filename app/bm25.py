@@ -44,6 +44,11 @@ class BM25Index:
             frequency.update(counts.keys())
         n = len(docs)
         self._idf = {term: math.log(1 + (n - df + 0.5) / (df + 0.5)) for term, df in frequency.items()}
+        self._unseen_idf = math.log(1 + (n + 0.5) / 0.5)
+
+    def idf(self, term: str) -> float:
+        """How much finding `term` says (a term no document has: the most)."""
+        return self._idf.get(term, self._unseen_idf)
 
     def scores(self, query: str) -> list[float]:
         terms = set(tokenize(query))

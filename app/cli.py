@@ -28,7 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     token_sub = token.add_subparsers(dest="token_command", required=True)
     create = token_sub.add_parser("create", help="create a token; it is printed once")
     create.add_argument("name")
+    skills = sub.add_parser("skills", help="manage skills")
+    skills_sub = skills.add_subparsers(dest="skills_command", required=True)
+    importer = skills_sub.add_parser("import", help="import SKILL.md folders (DIR, or the folders in it)")
+    importer.add_argument("folder", metavar="DIR")
     args = parser.parse_args(argv)
+    if args.command == "skills":
+        return import_skills(Path(args.folder))
     if args.command == "migrate":
         return migrate()
     if args.command == "token":
@@ -54,6 +60,29 @@ def create_token(name: str) -> int:
     finally:
         rt.close()
     return 0
+
+
+def import_skills(folder: Path) -> int:
+    """Import every SKILL.md under `folder`; exit 1 when any was skipped (or none found)."""
+    from app.skills.importer import import_folder
+    from app.storage.database import Database
+
+    if not folder.is_dir():
+        print(f"turnstone-jobs: {folder} is not a directory", file=sys.stderr)
+        return 2
+    migrate()
+    db = Database(Settings.load().database_url)
+    try:
+        outcomes = import_folder(db, folder)
+    finally:
+        db.dispose()
+    for o in outcomes:
+        print(
+            f"{o.path}: {o.name + ' ' if o.name else ''}{o.result}", file=sys.stdout if o.ok else sys.stderr
+        )
+    if not outcomes:
+        print(f"turnstone-jobs: no SKILL.md in {folder} or its folders", file=sys.stderr)
+    return 0 if outcomes and all(o.ok for o in outcomes) else 1
 
 
 def run(host: str = DEFAULT_RUN_HOST) -> int:

@@ -83,7 +83,9 @@ WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
 
 # memory, recall and skill (app/memory, app/recall, app/skills).
 MEMORY_INJECT_MAX = 5  # memories put into the system prompt at a turn's first model step, at most
-MEMORY_INJECT_THRESHOLD = 0.2  # the BM25 relevance to the user's message a memory must pass
+# The share of the user's message a memory must match to be injected: its BM25 score over
+# the sum of the message's words' IDFs (app/memory/relevance.py).
+MEMORY_INJECT_THRESHOLD = 0.2
 MEMORY_DEFAULT_LIMIT = 20  # search and list results when the call gives no limit
 MEMORY_MAX_LIMIT = 100
 MEMORY_MAX_CONTENT_CHARS = 20_000

@@ -27,10 +27,16 @@ OPEN, CLOSE = "<memories>", "</memories>"
 
 
 def relevant(memories: list[Memory], message: str, threshold: float, most: int) -> list[Memory]:
-    words = " ".join(t for t in tokenize(without_punctuation(message)) if t not in STOPWORDS)
-    if not words or most <= 0:
+    """The memories whose BM25 score, as a share of the message's whole weight (the sum of
+    its words' IDFs), reaches `threshold`: a share, so that one word every memory shares
+    still counts when it is all the message says, and one word among thirty does not."""
+    terms = {t for t in tokenize(without_punctuation(message)) if t not in STOPWORDS}
+    if not terms or most <= 0 or not memories:
         return []
-    return [m for score, m in store.ranked(memories, words) if score >= threshold][:most]
+    index = store.index_of(memories)
+    weight = sum(index.idf(t) for t in terms)
+    ranked = store.ranked(memories, " ".join(sorted(terms)), index)
+    return [m for score, m in ranked if score / weight >= threshold][:most]
 
 
 def section(ctx: PromptContext) -> str | None:

@@ -126,12 +126,18 @@ def visible(
     return list(s.exec(query.order_by(*order)).all())
 
 
-def ranked(memories: Sequence[Memory], query: str) -> list[tuple[float, Memory]]:
+def index_of(memories: Sequence[Memory]) -> BM25Index:
+    return BM25Index([without_punctuation(f"{m.name} {m.description} {m.content}") for m in memories])
+
+
+def ranked(
+    memories: Sequence[Memory], query: str, index: BM25Index | None = None
+) -> list[tuple[float, Memory]]:
     """The memories relevant to `query` (BM25 over name, description, content), best first,
     newest first among equals (`memories` come newest first and the sort is stable)."""
     if not memories:
         return []
-    index = BM25Index([without_punctuation(f"{m.name} {m.description} {m.content}") for m in memories])
+    index = index or index_of(memories)
     scores = index.scores(without_punctuation(query))
     scored = [(score, m) for score, m in zip(scores, memories, strict=True) if score > 0]
     return sorted(scored, key=lambda pair: -pair[0])
