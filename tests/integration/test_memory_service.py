@@ -40,8 +40,10 @@ def test_a_relevant_memory_reaches_the_model_and_an_irrelevant_one_does_not(
     api, model, open_socket, clean_memories
 ):
     ws_id = api.create_workstream()
-    save_memory(api, model, open_socket, ws_id, name="staging_database", description="where staging data lives",
-                content="The staging database is postgres on host db-staging-7, port 6543.")  # fmt: skip
+    staging = "The staging database is postgres on host db-staging-7, port 6543."
+    save_memory(
+        api, model, open_socket, ws_id, name="staging_database", description="staging", content=staging
+    )
     save_memory(
         api, model, open_socket, ws_id, name="lunch_order", content="Friday lunch is falafel from Nura."
     )

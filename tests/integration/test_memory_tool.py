@@ -35,8 +35,8 @@ def call(db, ws_id: str, kind: str = "interactive", **args) -> tuple[str, bool, 
 
 def test_save_then_search_list_and_delete(db):
     ws = add_workstream(db, "ws1")
-    out, err, approval = call(db, ws, action="save", name="deploy_steps", content="Run make deploy on fridays",
-                              description="how we deploy")  # fmt: skip
+    first = {"name": "deploy_steps", "content": "Run make deploy on fridays", "description": "how we deploy"}
+    out, err, approval = call(db, ws, action="save", **first)
     assert (out, err, approval) == ("Saved memory 'deploy_steps' (project, global).", False, False)
     out, err, _ = call(db, ws, action="save", name="deploy_steps", content="Run make release instead")
     assert out == "Updated memory 'deploy_steps' (project, global)." and not err

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.integration
 REVIEW = {
     "name": "code-review",
     "description": "Review a change for bugs, tests and style",
-    "content": "You review code. Model: {{model}}. Workstream: {{ws_id}}. Node: {{ node_id }}. Keep {{other}}.",
+    "content": "You review code. Model: {{model}}. Workstream: {{ws_id}}. "
+    "Node: {{ node_id }}. Keep {{other}}.",
     "tags": ["review", "quality"],
     "category": "engineering",
 }
@@ -61,8 +62,15 @@ def test_the_admin_api_creates_lists_changes_and_deletes(admin):
 
 def test_a_readonly_skill_refuses_change_and_delete_with_403(admin, service_db):
     with service_db.session() as s:
-        s.add(PromptTemplate(name="mcp__docs__summarize", content="Summarize.", origin="mcp", mcp_server="docs",
-                             readonly=True))  # fmt: skip
+        s.add(
+            PromptTemplate(
+                name="mcp__docs__summarize",
+                content="Summarize.",
+                origin="mcp",
+                mcp_server="docs",
+                readonly=True,
+            )
+        )
     r = admin.http.put("/v1/api/skills/mcp__docs__summarize", json={"content": "changed"})
     assert r.status_code == 403 and "read-only" in r.json()["error"]
     assert admin.http.delete("/v1/api/skills/mcp__docs__summarize").status_code == 403
@@ -137,7 +145,8 @@ def test_the_model_searches_and_loads_a_skill_with_approval(admin, model, open_s
 
     found = sock.wait_type("tool_result", timeout=60)
     assert found["output"] == (
-        "- code-review [engineering, risk: critical, activation: manual]: Review a change for bugs, tests and style"
+        "- code-review [engineering, risk: critical, activation: manual]: "
+        "Review a change for bugs, tests and style"
     )
     (item,) = sock.wait_type("approve_request", timeout=60)["items"]
     assert item["needs_approval"] and item["header"] == "skill load code-review"
