@@ -53,6 +53,8 @@ def parse(text: str) -> dict[str, Any]:
         meta = yaml.safe_load("".join(lines[1:end]))
     except yaml.YAMLError as exc:
         raise SkillFileError(f"the front matter is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise SkillFileError("the front matter is not valid YAML: nested too deeply") from None
     if not isinstance(meta, dict):
         raise SkillFileError("the front matter must be a mapping of keys to values")
     for key in ("name", "description"):
