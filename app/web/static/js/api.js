@@ -42,4 +42,6 @@ export const api = {
   send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
+  memories: (q) => call("GET", `/memories${q ? `?q=${encodeURIComponent(q)}` : ""}`).then((d) => d.memories),
+  deleteMemory: (id) => call("DELETE", `/memories/${encodeURIComponent(id)}`),
 };
