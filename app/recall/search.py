@@ -29,17 +29,23 @@ _SQLITE = (
     "AND (m.turn_id IS NULL OR m.turn_id != :turn) "
     "ORDER BY message_search.rowid DESC LIMIT :limit"
 )
+# PostgreSQL cannot walk a GIN index in id order, and its estimate of how many rows a rare
+# word matches is too coarse to choose well between the GIN index and a walk down the ids.
+# So the newest RECENT_WINDOW messages are tried first (a common word finds its `limit`
+# there at once); only when they hold fewer matches is the GIN index asked for every match,
+# which is then a word rare enough for that to be quick.
+RECENT_WINDOW = 2_000
+_RECENT = "(SELECT message_id, tsv FROM message_search ORDER BY message_id DESC LIMIT :window)"
 # The ids first, the headlines after: ts_headline re-reads a row's text, so it runs on the
 # few rows the limit keeps, never on every match.
 _POSTGRES = (
-    "WITH q AS (SELECT {tsquery} AS query), hits AS ("
-    "SELECT s.message_id FROM q, message_search s JOIN messages m ON m.id = s.message_id "
-    "WHERE s.tsv @@ q.query AND m.ws_id IN ({owned}) "
+    "WITH hits AS (SELECT s.message_id FROM {source} s JOIN messages m ON m.id = s.message_id "
+    "WHERE s.tsv @@ ({tsquery}) AND m.ws_id IN ({owned}) "
     "AND (m.turn_id IS NULL OR m.turn_id != :turn) ORDER BY s.message_id DESC LIMIT :limit) "
     "SELECT m.id, m.ws_id, w.name AS workstream, m.role, m.name AS tool, m.created_at, "
-    "ts_headline('simple', message_search_text(m.content, m.tool_calls), q.query, "
+    "ts_headline('simple', message_search_text(m.content, m.tool_calls), ({tsquery}), "
     f"'StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords={SNIPPET_WORDS}, MinWords=8') AS snippet "
-    "FROM hits JOIN messages m ON m.id = hits.message_id JOIN workstreams w ON w.id = m.ws_id, q "
+    "FROM hits JOIN messages m ON m.id = hits.message_id JOIN workstreams w ON w.id = m.ws_id "
     "ORDER BY m.id DESC"
 )
 
@@ -73,18 +79,32 @@ def search(
     `skip_turn`'s own messages (the turn asking) left out."""
     owned = owners.owned_workstreams(owner)
     with db.reader() as s:
-        owned_sql = owned.compile(s.get_bind(), compile_kwargs={"literal_binds": True})
+        conn = s.connection()
+        owned_sql = str(owned.compile(conn, compile_kwargs={"literal_binds": True}))
         params: dict[str, Any] = {"turn": skip_turn or "", "limit": limit}
         if db.is_postgresql:
-            terms = [f"phraseto_tsquery('simple', :t{n})" for n in range(len(query.texts))]
-            params.update({f"t{n}": t for n, t in enumerate(query.texts)})
-            sql = _POSTGRES.format(tsquery=" && ".join(terms), owned=owned_sql)
+            rows = _postgres(conn, query, owned_sql, params)
         else:
             params["match"] = query.fts5()
-            sql = _SQLITE.format(owned=owned_sql)
-        statement = text(sql).bindparams(*(bindparam(k) for k in params))
-        rows = s.connection().execute(statement, params).all()
+            rows = _run(conn, _SQLITE.format(owned=owned_sql), params)
     return [_hit(row) for row in rows]
+
+
+def _postgres(conn: Any, query: Query, owned_sql: str, params: dict[str, Any]) -> list[Any]:
+    tsquery = " && ".join(f"phraseto_tsquery('simple', :t{n})" for n in range(len(query.texts)))
+    params = {**params, **{f"t{n}": t for n, t in enumerate(query.texts)}}
+    recent = _run(conn, _POSTGRES.format(source=_RECENT, tsquery=tsquery, owned=owned_sql),
+                  {**params, "window": RECENT_WINDOW})  # fmt: skip
+    if len(recent) >= params["limit"]:
+        return recent
+    # SET LOCAL: for this read's transaction only, which ends when the session closes.
+    conn.exec_driver_sql("SET LOCAL enable_indexscan = off")  # the GIN index, as a bitmap
+    conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+    return _run(conn, _POSTGRES.format(source="message_search", tsquery=tsquery, owned=owned_sql), params)
+
+
+def _run(conn: Any, sql: str, params: dict[str, Any]) -> list[Any]:
+    return list(conn.execute(text(sql).bindparams(*(bindparam(k) for k in params)), params).all())
 
 
 def _hit(row: Any) -> Hit:
