@@ -111,6 +111,11 @@ OPENAPI: dict[str, Any] = {
                         "type": "string",
                         "description": "an existing directory on the workers' machines (else 400)",
                     },
+                    "skill": {
+                        "type": "string",
+                        "maxLength": 200,
+                        "description": "an enabled skill's name (else 400): the workstream starts with it",
+                    },
                 },
             },
             "Workstream": {
@@ -126,6 +131,7 @@ OPENAPI: dict[str, Any] = {
                     "working_dir": {"type": "string"},
                     "state": {"enum": ["idle", "thinking", "running", "attention", "error"]},
                     "active_turn_id": {"type": ["string", "null"]},
+                    "skill": {"type": ["string", "null"], "description": "the active skill's name"},
                     "pending_approvals": {"type": "array", "items": _ref("ToolItem")},
                     "queued_messages": {"type": "integer"},
                     "turn": {
