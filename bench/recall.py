@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy import text
@@ -145,7 +146,7 @@ def run_queries(db: Database, sets: dict[str, list[str]], per_set: int) -> None:
     everything: list[float] = []
     for label, qs in sets.items():
         search(db, parse(qs[0]), None, 20)  # warm
-        seconds = [timed(lambda q=q: search(db, parse(q), None, 20)) for q in qs[:per_set]]
+        seconds = [timed(partial(search, db, parse(q), None, 20)) for q in qs[:per_set]]
         everything += seconds
         print("  " + ms_summary(label, seconds))
     print("  " + ms_summary("all queries", everything))
@@ -175,8 +176,8 @@ def index_cost(backend: str, tmp: Path, rng: random.Random, words: list[str], cu
                 single.append(time.perf_counter() - started)
             figures[indexed] = (batched / COST_MESSAGES, sorted(single)[len(single) // 2])
     (b1, s1), (b0, s0) = figures[True], figures[False]
-    batched = f"{b1 * 1e6:7.1f} µs/message with the index, {b0 * 1e6:7.1f} without"
-    print(f"  index cost, batched insert:      {batched} (+{(b1 - b0) * 1e6:.1f} µs)")
+    each = f"{b1 * 1e6:7.1f} µs/message with the index, {b0 * 1e6:7.1f} without"
+    print(f"  index cost, batched insert:      {each} (+{(b1 - b0) * 1e6:.1f} µs)")
     print(f"  index cost, one insert (median): {s1 * 1e3:7.3f} ms with the index, {s0 * 1e3:7.3f} without "
           f"(+{(s1 - s0) * 1e3:.3f} ms; the statement, commit not included)")  # fmt: skip
 
