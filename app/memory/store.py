@@ -26,7 +26,7 @@ TYPES = ("user", "project", "feedback", "reference")
 SCOPES = ("global", "workstream", "user")
 DEFAULT_TYPE = "project"
 DEFAULT_SCOPE = "global"
-NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 NAME_RULE = "a snake_case name: lower-case letters, digits and '_', starting with a letter, at most 64"
 
 

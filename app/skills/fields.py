@@ -16,7 +16,7 @@ from app.settings import SKILL_MAX_CONTENT_CHARS
 RISK_LEVELS = ("low", "medium", "high", "critical")
 WARNED_RISKS = ("high", "critical")
 ACTIVATIONS = ("manual", "default")  # default: new workstreams created without a skill get it
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 NAME_RULE = "1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
 MAX_DESCRIPTION_CHARS = 1_000
 MAX_CATEGORY_CHARS = 100
@@ -59,7 +59,7 @@ def _text(key: str, value: Any, max_chars: int, required: bool = False) -> str:
 
 
 def _name(key: str, value: Any) -> str:
-    if not isinstance(value, str) or not NAME.match(value):
+    if not isinstance(value, str) or not NAME.fullmatch(value):
         raise BadRequestError(f"name: must be {NAME_RULE}", field="name")
     return value
 

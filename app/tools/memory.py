@@ -77,7 +77,7 @@ def _check_limit(args: dict[str, Any], clean: dict[str, Any]) -> str | None:
 
 def _check_name(args: dict[str, Any], clean: dict[str, Any]) -> str | None:
     name = args.get("name")
-    if not isinstance(name, str) or not store.NAME.match(name):
+    if not isinstance(name, str) or not store.NAME.fullmatch(name):
         return f"Error: memory's name must be {store.NAME_RULE} characters, not {_shown(name)}"
     clean["name"] = name
     return None

@@ -6,10 +6,11 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
+from app.errors import NotFoundError
 from app.skills import fields, store
 from app.storage.database import Database
 from app.web.auth import require_token
-from app.web.requests import json_body, path_id
+from app.web.requests import json_body
 
 skills = Blueprint("skills", __name__, url_prefix="/v1/api/skills")
 
@@ -19,13 +20,10 @@ def _db() -> Database:
 
 
 def _name(name: str) -> str:
-    return path_id("skill", name) if fields.NAME.match(name) else _no_such(name)
-
-
-def _no_such(name: str) -> str:
-    from app.errors import NotFoundError
-
-    raise NotFoundError(f"no skill {name[:64]!r}")
+    """A name no skill can have (a NUL from `%00`, too long) is a 404 before a query sees it."""
+    if not fields.NAME.fullmatch(name):
+        raise NotFoundError(f"no skill {name[:64]!r}")
+    return name
 
 
 @skills.get("")

@@ -102,6 +102,7 @@ def test_save_then_search_list_and_delete(db):
         ({"action": "list", "limit": 10**30}, "Error: memory's limit must be a whole number from 1 to 100"),
         ({"action": "search"}, "Error: memory search needs 'query', a non-empty string"),
         ({"action": "delete", "name": "a\x00b"}, "Error: memory's name must be"),
+        ({"action": "save", "name": "trailing\n", "content": "x"}, "Error: memory's name must be"),
         ({"action": "delete", "name": "\ud800"}, "Error: memory's name must be"),
         ({"action": {"deep": [[[[[]]]]]}}, "Error: memory's action must be one of"),
     ],

@@ -40,6 +40,7 @@ def test_unknown_front_matter_keys_are_ignored_and_a_bom_is_fine():
         ("---\nname: 7\ndescription: d\n---\nbody", "needs 'name'"),
         ("---\nname: x\ndescription: d\n---\n\n", "content: must not be empty"),
         ("---\nname: bad name\ndescription: d\n---\nbody", "name: must be"),
+        ('---\nname: "trailing\\n"\ndescription: d\n---\nbody', "name: must be"),
         ("---\nname: x\ndescription: d\nrisk_level: extreme\n---\nbody", "risk_level: must be one of"),
         ("---\nname: x\ndescription: d\ntags: {a: b}\n---\nbody", "tags: expected a list"),
         ("---\nname: !!python/object:os.system x\ndescription: d\n---\nb", "not valid YAML"),
