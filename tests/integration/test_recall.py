@@ -5,8 +5,10 @@ phrases, and another owner's workstreams are never searched."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import text
 
 from app.recall.query import parse
 from app.recall.search import search
@@ -166,3 +168,42 @@ def test_another_owners_workstreams_are_never_searched(db, monkeypatch):
     assert "alice's" in out and "bob" not in out
     out, _ = recall(db, theirs, query="narwhal")
     assert "bob's" in out and "alice" not in out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_messages_stored_before_the_migration_are_indexed_by_it(backend, tmp_path):
+    from alembic import command
+
+    from app.storage.database import Database
+    from app.storage.migrate import alembic_config
+    from tests.integration.services import Database as ScratchDatabase
+    from tests.integration.services import postgres_available
+
+    if backend == "postgresql" and not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    made = ScratchDatabase(backend, tmp_path)
+    try:
+        command.upgrade(alembic_config(made.url), "0003_durability_and_tools")
+        db = Database(made.url)
+        with db.session() as s:
+            s.execute(
+                text(
+                    "INSERT INTO workstreams (id, name, kind, auto_approve, auto_approve_tools, read_paths, "
+                    "expanded_tools, working_dir, state, created_at, updated_at) VALUES ('old', 'old', "
+                    "'interactive', false, '[]', '[]', '[]', '/tmp', 'idle', :t, :t)"
+                ),
+                {"t": datetime.now(UTC)},
+            )
+            s.execute(
+                text(
+                    "INSERT INTO messages (ws_id, role, content, is_error, created_at) "
+                    "VALUES ('old', 'user', 'an archaeopteryx before the index', false, :t)"
+                ),
+                {"t": datetime.now(UTC)},
+            )
+        command.upgrade(alembic_config(made.url), "head")
+        assert "«archaeopteryx»" in recall(db, "old", query="archaeopteryx")[0]
+        command.downgrade(alembic_config(made.url), "0003_durability_and_tools")  # and back cleanly
+        db.dispose()
+    finally:
+        made.drop()

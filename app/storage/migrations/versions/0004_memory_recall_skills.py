@@ -129,6 +129,8 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_memories_owner_id"), table_name="memories")
     op.drop_index(op.f("ix_memories_ws_id"), table_name="memories")
     op.drop_table("memories")
-    with op.batch_alter_table("workstreams", schema=None) as batch_op:
+    # ALTER TABLE ... DROP COLUMN (SQLite 3.35+): a batch copy of workstreams would drop the
+    # table that messages and turns refer to, which SQLite's foreign keys refuse.
+    with op.batch_alter_table("workstreams", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("skill_content")
         batch_op.drop_column("skill")
