@@ -103,16 +103,20 @@ OPENAPI: dict[str, Any] = {
             },
             "NewWorkstream": {
                 "type": "object",
+                "description": "null for a field is the same as leaving it out: its default",
                 "properties": {
-                    "name": {"type": "string", "maxLength": 200, "pattern": _TEXT},
-                    "model": {"type": "string", "description": "a configured model's name (else 400)"},
-                    "auto_approve": {"type": "boolean"},
+                    "name": {"type": ["string", "null"], "maxLength": 200, "pattern": _TEXT},
+                    "model": {
+                        "type": ["string", "null"],
+                        "description": "a configured model's name (else 400)",
+                    },
+                    "auto_approve": {"type": ["boolean", "null"]},
                     "working_dir": {
-                        "type": "string",
+                        "type": ["string", "null"],
                         "description": "an existing directory on the workers' machines (else 400)",
                     },
                     "skill": {
-                        "type": "string",
+                        "type": ["string", "null"],
                         "maxLength": 200,
                         "description": "an enabled skill's name (else 400): the workstream starts with it",
                     },
