@@ -34,7 +34,6 @@ def wait_for_the_next_millisecond(client: redis.Redis) -> None:
     """Ids after a wipe start from Redis's clock (ms x 1000): they stay above the old ones as long as
     the old counter handed out fewer than 1000 ids per millisecond, which 3 events in the same
     millisecond would not."""
-
     def now_ms() -> int:
         seconds, micros = client.time()
         return int(seconds) * 1000 + int(micros) // 1000
@@ -158,7 +157,7 @@ def test_the_log_is_capped_by_size_and_keeps_the_newest_event(client):
     events, truncated = log.replay("ws", after=0)
     size = sum(len(fields[b"e"]) for _id, fields in client.xrange(keys.event_log("ws")))
     assert truncated and 15_000 < size <= 20_000
-    assert [e["id"] for e in events] == ids[-len(events) :]
+    assert [e["id"] for e in events] == ids[-len(events):]
     huge = log.publish("ws", "tool_result", output="y" * 50_000)  # larger than the whole budget
     assert [e["id"] for e in log.replay("ws", after=0)[0]] == [huge]
     assert not log.replay("ws", after=huge - 1)[1]
