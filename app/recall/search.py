@@ -36,6 +36,11 @@ _SQLITE = (
 # which is then a word rare enough for that to be quick.
 RECENT_WINDOW = 2_000
 _RECENT = "(SELECT message_id, tsv FROM message_search ORDER BY message_id DESC LIMIT :window)"
+CANDIDATES_PER_RESULT = 4
+_PG_NEWEST = (
+    "SELECT message_id FROM message_search WHERE tsv @@ ({tsquery}) ORDER BY message_id DESC LIMIT :few"
+)
+_PG_AMONG = "(SELECT message_id, tsv FROM message_search WHERE message_id = ANY(:ids))"
 # The ids first, the headlines after: ts_headline re-reads a row's text, so it runs on the
 # few rows the limit keeps, never on every match.
 _POSTGRES = (
@@ -92,7 +97,8 @@ def search(
 
 def _postgres(conn: Any, query: Query, owned_sql: str, params: dict[str, Any]) -> list[Any]:
     tsquery = " && ".join(f"phraseto_tsquery('simple', :t{n})" for n in range(len(query.texts)))
-    params = {**params, **{f"t{n}": t for n, t in enumerate(query.texts)}}
+    terms = {f"t{n}": t for n, t in enumerate(query.texts)}
+    params = {**params, **terms}
     recent = _run(conn, _POSTGRES.format(source=_RECENT, tsquery=tsquery, owned=owned_sql),
                   {**params, "window": RECENT_WINDOW})  # fmt: skip
     if len(recent) >= params["limit"]:
@@ -100,6 +106,16 @@ def _postgres(conn: Any, query: Query, owned_sql: str, params: dict[str, Any]) -
     # SET LOCAL: for this read's transaction only, which ends when the session closes.
     conn.exec_driver_sql("SET LOCAL enable_indexscan = off")  # the GIN index, as a bitmap
     conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+    # The newest few matching ids from the index alone, then the joins for those only: joining
+    # every match to its message before the sort is what costs.
+    few = CANDIDATES_PER_RESULT * params["limit"]
+    ids = [row.message_id for row in _run(conn, _PG_NEWEST.format(tsquery=tsquery), {**terms, "few": few})]
+    found = _run(
+        conn, _POSTGRES.format(source=_PG_AMONG, tsquery=tsquery, owned=owned_sql), {**params, "ids": ids}
+    )
+    if len(found) >= params["limit"] or len(ids) < few:
+        return found
+    # most of the newest matches are in workstreams the caller may not search: every match, then
     return _run(conn, _POSTGRES.format(source="message_search", tsquery=tsquery, owned=owned_sql), params)
 
 

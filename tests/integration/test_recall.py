@@ -207,3 +207,14 @@ def test_messages_stored_before_the_migration_are_indexed_by_it(backend, tmp_pat
         db.dispose()
     finally:
         made.drop()
+
+
+def test_an_owners_old_match_is_found_under_many_newer_ones_of_another(db, monkeypatch):
+    owners = Owners(monkeypatch)
+    mine, theirs = add_workstream(db, "mine"), add_workstream(db, "theirs")
+    owners.workstreams.update(mine="alice", theirs="bob")
+    add_message(db, mine, "user", "alice's old okapi note")
+    for n in range(120):  # more than the candidates PostgreSQL takes from the index first
+        add_message(db, theirs, "user", f"bob's okapi note {n}")
+    out, _ = recall(db, mine, query="okapi")
+    assert out.count("\n\n") == 0 and "alice's old «okapi» note" in out
