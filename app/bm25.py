@@ -1,4 +1,4 @@
-"""Okapi BM25 ranking of short texts (tool descriptions today; skills and memories later).
+"""Okapi BM25 ranking of short texts: tool descriptions (tool search), skills, memories.
 
 An `Index` is built once over `(key, text)` documents and queried with free text;
 it knows nothing of what the documents are. Scores are Lucene's form of BM25: idf
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -19,12 +20,18 @@ B = 0.75  # how much a long document is discounted
 TOKEN_SEPARATORS = str.maketrans("_-./", "    ")
 
 Key = TypeVar("Key", bound=Hashable)
+_PUNCTUATION = re.compile(r"[^\w\s]+")
 
 
 def tokens(text: str) -> list[str]:
     """Lower-cased words, split on whitespace and `_ - . /` (a tool's `repo.list_issues`
     is found by "list issues")."""
     return text.lower().translate(TOKEN_SEPARATORS).split()
+
+
+def without_punctuation(text: str) -> str:
+    """Prose made into words for `tokens` ("release?" and "release" are one word)."""
+    return _PUNCTUATION.sub(" ", text)
 
 
 class Index(Generic[Key]):
@@ -42,10 +49,15 @@ class Index(Generic[Key]):
             self.keys.append(key)
             counted.append(counts)
             lengths.append(len(words))
-        self._postings = _weighted_postings(counted, lengths, k1, b)
+        self._postings, self._idf = _weighted_postings(counted, lengths, k1, b)
+        self._unseen_idf = math.log(1 + (len(self.keys) + 0.5) / 0.5)
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def idf(self, word: str) -> float:
+        """How much finding `word` says (a word no document has: the most)."""
+        return self._idf.get(word, self._unseen_idf)
 
     def scores(self, query: str) -> dict[int, float]:
         """Each matching document's score (by position); each distinct query word counts once."""
@@ -65,7 +77,7 @@ class Index(Generic[Key]):
 
 def _weighted_postings(
     counted: list[dict[str, int]], lengths: list[int], k1: float, b: float
-) -> dict[str, list[tuple[int, float]]]:
+) -> tuple[dict[str, list[tuple[int, float]]], dict[str, float]]:
     """Per word, (document, idf * tf / (tf + k1 (1 - b + b dl / avgdl))): a query only adds them up."""
     total = len(lengths)
     average = (sum(lengths) / total) if total else 0.0
@@ -80,4 +92,4 @@ def _weighted_postings(
         norm = norms[number]
         for word, tf in counts.items():
             postings[word].append((number, idf[word] * tf / (tf + norm)))
-    return postings
+    return postings, idf

@@ -39,9 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     calibrate.add_argument(
         "--apply", action="store_true", help="write the suggested threshold into the config file"
     )
+    skills = sub.add_parser("skills", help="manage skills")
+    skills_sub = skills.add_subparsers(dest="skills_command", required=True)
+    importer = skills_sub.add_parser("import", help="import SKILL.md folders (DIR, or the folders in it)")
+    importer.add_argument("folder", metavar="DIR")
     args = parser.parse_args(argv)
     if args.command == "rerank-calibrate":
         return rerank_calibrate(args.apply)
+    if args.command == "skills":
+        return import_skills(Path(args.folder))
     if args.command == "migrate":
         return migrate()
     if args.command in ("user", "token", "approve"):
@@ -98,6 +104,29 @@ def rerank_calibrate(apply: bool) -> int:
         write_threshold(path, result.floor)
         print(f"wrote [tools] rerank_bm25_threshold = {result.floor} to {path}")
     return 0
+
+
+def import_skills(folder: Path) -> int:
+    """Import every SKILL.md under `folder`; exit 1 when any was skipped (or none found)."""
+    from app.skills.importer import import_folder
+    from app.storage.database import Database
+
+    if not folder.is_dir():
+        print(f"turnstone-jobs: {folder} is not a directory", file=sys.stderr)
+        return 2
+    migrate()
+    db = Database(Settings.load().database_url)
+    try:
+        outcomes = import_folder(db, folder)
+    finally:
+        db.dispose()
+    for o in outcomes:
+        print(
+            f"{o.path}: {o.name + ' ' if o.name else ''}{o.result}", file=sys.stdout if o.ok else sys.stderr
+        )
+    if not outcomes:
+        print(f"turnstone-jobs: no SKILL.md in {folder} or its folders", file=sys.stderr)
+    return 0 if outcomes and all(o.ok for o in outcomes) else 1
 
 
 def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:

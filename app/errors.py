@@ -6,7 +6,7 @@ ServiceError                 raised by app/ for a caller's request; the web laye
 ├── PayloadTooLargeError     413: a message over the documented size
 ├── ConflictError            409: e.g. a decision for a call that is not pending
 ├── UnauthorizedError        401: no valid token (unknown, expired, revoked, user disabled)
-├── ForbiddenError           403: the token lacks the scope the request needs
+├── ForbiddenError           403: a missing scope, or a read-only thing (an MCP skill)
 └── TooManyRequestsError     429: sign-in attempts slowed down
 StaleAttemptError            a newer attempt of the same turn took over; the old one stops
 """
@@ -52,7 +52,8 @@ class UnauthorizedError(ServiceError):
 
 
 class ForbiddenError(ServiceError):
-    """403: a valid token without the scope the request needs (the message names it)."""
+    """403: a valid token without the scope the request needs (the message names it), or a
+    change to something that may not be changed so (a read-only skill)."""
 
     status = 403
 

@@ -95,6 +95,23 @@ DEFAULT_TOOL_SEARCH_MAX_RESULTS = 5
 TOOL_SEARCH_MAX_RESULTS_RANGE = (1, 50)
 MAX_TOOL_SEARCH_THRESHOLD = 100_000
 
+# memory, recall and skill (app/memory, app/recall, app/skills).
+MEMORY_INJECT_MAX = 5  # memories put into the system prompt at a turn's first model step, at most
+# The share of the user's message a memory must match to be injected: its BM25 score over
+# the sum of the message's words' IDFs (app/memory/relevance.py).
+MEMORY_INJECT_THRESHOLD = 0.2
+MEMORY_DEFAULT_LIMIT = 20  # search and list results when the call gives no limit
+MEMORY_MAX_LIMIT = 100
+MEMORY_MAX_CONTENT_CHARS = 20_000
+MEMORY_MAX_DESCRIPTION_CHARS = 500
+MEMORY_INJECT_CHARS = 2_000  # one memory's content in the system prompt, at most
+RECALL_DEFAULT_LIMIT = 20
+RECALL_MAX_LIMIT = 100
+RECALL_MAX_QUERY_CHARS = 1_000
+RECALL_MAX_TERMS = 16  # words and phrases of one query; more are refused, not silently dropped
+SKILL_SEARCH_RESULTS = 10
+SKILL_MAX_CONTENT_CHARS = 100_000
+
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
@@ -232,6 +249,14 @@ class ToolSettings:
 
 
 @dataclass(frozen=True)
+class MemorySettings:
+    """The `[memory]` section: which memories reach the system prompt."""
+
+    inject_max: int = MEMORY_INJECT_MAX
+    inject_threshold: float = MEMORY_INJECT_THRESHOLD
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str = DEFAULT_REDIS_URL
@@ -259,6 +284,7 @@ class Settings:
     # [mcp.servers.NAME] merged with $TURNSTONE_MCP_CONFIG's mcpServers (app.mcp.config.ServerConfig)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
+    memory: MemorySettings = field(default_factory=MemorySettings)
 
     @property
     def max_body_bytes(self) -> int:
@@ -322,6 +348,7 @@ class Settings:
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
+            memory=_memory_settings(config.get("memory", {})),
         )
 
 
@@ -543,3 +570,18 @@ def _int(value: Any, name: str) -> int:
 
 def _float(value: Any) -> float:
     return float(value)
+
+
+def _memory_settings(section: Any) -> MemorySettings:
+    if not isinstance(section, Mapping):
+        raise SettingsError("[memory] must be a table")
+    unknown = set(section) - set(MemorySettings.__dataclass_fields__)
+    if unknown:
+        raise SettingsError(f"[memory]: unknown key(s) {', '.join(sorted(unknown))}")
+    inject_max = section.get("inject_max", MEMORY_INJECT_MAX)
+    if not isinstance(inject_max, int) or isinstance(inject_max, bool) or inject_max < 0:
+        raise SettingsError(f"[memory] inject_max must be a whole number, 0 or more, got {inject_max!r}")
+    threshold = section.get("inject_threshold", MEMORY_INJECT_THRESHOLD)
+    if not isinstance(threshold, int | float) or isinstance(threshold, bool) or threshold < 0:
+        raise SettingsError(f"[memory] inject_threshold must be a number, 0 or more, got {threshold!r}")
+    return MemorySettings(inject_max=inject_max, inject_threshold=float(threshold))

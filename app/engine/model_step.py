@@ -74,7 +74,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     last_step = subagents.last_step_notice(rt.settings, ws, step)  # a bounded sub-agent's answer
     if last_step:
         tools = subagents.last_step_tools(tools, model)
-    system = prompt.build(prompt.PromptContext(ws, tools, rt.settings), rt.prompt_sections)
+    context = prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message=turn.message)
+    system = prompt.build(context, rt.prompt_sections)
     history = conversation.for_model(system, rows)
     if last_step:
         history.append({"role": "user", "content": last_step})

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from app.memory import relevance
 from app.settings import Settings
+from app.skills import section as skill_section
+from app.storage.database import Database
 from app.storage.models import Workstream
 from app.tools.search_plan import CLIENT
 from app.tools.toolset import ToolSet
@@ -23,6 +26,8 @@ class PromptContext:
     workstream: Workstream
     tools: ToolSet
     settings: Settings
+    db: Database | None = None  # for sections that read storage (memories)
+    message: str | None = None  # the user's message that opened the turn
 
 
 Section = Callable[[PromptContext], str | None]
@@ -60,7 +65,14 @@ def sub_agent(ctx: PromptContext) -> str | None:
     )
 
 
-SECTIONS: tuple[Section, ...] = (identity, working_directory, hidden_tools, sub_agent)
+SECTIONS: tuple[Section, ...] = (
+    identity,
+    working_directory,
+    hidden_tools,
+    sub_agent,
+    skill_section.section,
+    relevance.section,
+)
 
 
 def build(ctx: PromptContext, sections: Sequence[Section] = SECTIONS) -> str:

@@ -15,7 +15,18 @@ from app.engine.turns import new_id
 from app.errors import BadRequestError, ConflictError, NotFoundError
 from app.previews import store as preview_store
 from app.runtime import Runtime
-from app.storage.models import CallStatus, Message, ToolCall, Turn, TurnStatus, Watch, Workstream
+from app.skills import store as skills
+from app.skills.fields import render
+from app.storage.models import (
+    CallStatus,
+    Memory,
+    Message,
+    ToolCall,
+    Turn,
+    TurnStatus,
+    Watch,
+    Workstream,
+)
 from app.tools import search_plan
 from app.tools import toolset as toolsets
 
@@ -28,6 +39,7 @@ def create(
     working_dir: str | None = None,
     tool_search: dict[str, Any] | None = None,
     owner_id: str | None = None,
+    skill: str | None = None,
 ) -> Workstream:
     chosen = rt.settings.model(model)
     if model is not None and chosen is None:
@@ -52,6 +64,10 @@ def create(
         tool_search=search,
         owner_id=owner_id,
     )
+    template = skills.chosen_at_creation(rt.db, skill)
+    if template is not None:
+        ws.skill = template.name
+        ws.skill_content = render(template.content, chosen.model if chosen else "", ws_id)
     with rt.db.session() as s:
         s.add(ws)
     return ws
@@ -87,6 +103,7 @@ def summary(ws: Workstream) -> dict[str, Any]:
         "active_turn_id": ws.active_turn_id,
         "created_at": ws.created_at.isoformat(),
         "owner_id": ws.owner_id,
+        "skill": ws.skill,
     }
 
 
@@ -167,7 +184,7 @@ def delete(rt: Runtime, ws_id: str) -> list[str]:
             raise ConflictError(f"workstream {ws_id} has a turn running or queued: cancel it first")
         for member in reversed(family):  # sub-agents before their parents
             preview_store.forget_workstream(s, member)
-            for table in (Watch, ToolCall, Message, Turn):
+            for table in (Memory, Watch, ToolCall, Message, Turn):  # its memories: workstream-scoped
                 s.execute(delete_rows(table).where(col(table.ws_id) == member))
             s.execute(delete_rows(Workstream).where(col(Workstream.id) == member))
     for member in family:

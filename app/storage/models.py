@@ -92,6 +92,9 @@ class Workstream(SQLModel, table=True):
     task_is_error: bool = False
     # The user it belongs to (app/users/ownership.py); None: the operator's, seen by admins only.
     owner_id: str | None = Field(default=None, max_length=32, index=True)
+    # The active skill (app/skills): its name, and its content as rendered when it was chosen.
+    skill: str | None = Field(default=None, max_length=200)
+    skill_content: str | None = Field(default=None, sa_column=Column(SafeText))
 
 
 class Turn(SQLModel, table=True):
@@ -307,13 +310,32 @@ class McpServer(SQLModel, table=True):
     cwd: str | None = Field(default=None, sa_column=Column(SafeText))
     url: str | None = Field(default=None, sa_column=Column(SafeText))
     headers: dict[str, str] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+
+
+class Memory(SQLModel, table=True):
+    """A note the memory tool keeps. Unique by name within its scope: `scope_key` is "" for
+    `global`, the workstream id for `workstream`, the owner (app/memory/owners.py) for `user`."""
+
+    __tablename__ = "memories"
+    __table_args__ = (UniqueConstraint("scope", "scope_key", "name"),)
+
+    id: str = Field(primary_key=True, max_length=32)
+    name: str = Field(max_length=64)
+    description: str = Field(default="", sa_column=Column(SafeText, nullable=False))
+    content: str = Field(sa_column=Column(SafeText, nullable=False))
+    type: str = Field(default="project", max_length=16)
+    scope: str = Field(default="global", max_length=16)
+    scope_key: str = Field(default="", max_length=200)
+    ws_id: str | None = Field(default=None, max_length=32, index=True)  # workstream scope: whose
+    owner_id: str | None = Field(default=None, max_length=200, index=True)  # user scope: whose
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
 
 class PromptTemplate(SQLModel, table=True):
-    """A skill: written by a person (`origin` manual) or an MCP server's prompt (`origin` mcp,
-    read-only, kept in step with the server by the workers)."""
+    """A skill: instructions a workstream can take on, written by a person (`origin` manual: the
+    admin API, an import) or an MCP server's prompt (`origin` mcp: read-only, kept in step with
+    the server by the workers)."""
 
     __tablename__ = "prompt_templates"
 

@@ -119,9 +119,12 @@ def default_handlers() -> dict[str, ToolHandler]:
         bash,
         diff_file,
         edit_file,
+        memory,
         open_preview,
         read_file,
+        recall,
         search,
+        skill,
         task_agent,
         watch,
         web_fetch,
@@ -129,7 +132,7 @@ def default_handlers() -> dict[str, ToolHandler]:
         write_file,
     )
 
-    modules = (
+    modules: tuple[Any, ...] = (
         bash,
         read_file,
         write_file,
@@ -141,6 +144,9 @@ def default_handlers() -> dict[str, ToolHandler]:
         open_preview,
         task_agent,
         watch,
+        memory,
+        recall,
+        skill,
     )
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 

@@ -72,6 +72,17 @@ RULES: dict[str, Rule] = {
     "mcp_api.replace_server": Rule(Scope.ADMIN),
     "mcp_api.delete_server": Rule(Scope.ADMIN),
     "mcp_api.refresh": Rule(Scope.ADMIN),
+    # memories (app/web/memories.py): each caller sees their own (the view checks the id)
+    "memories.list_memories": Rule(Scope.READ),
+    "memories.get_memory": Rule(Scope.READ),
+    "memories.put_memory": Rule(Scope.WRITE),
+    "memories.delete_memory": Rule(Scope.WRITE),
+    # skills (app/web/skills.py): anyone may read them; changing them is an admin's
+    "skills.list_skills": Rule(Scope.READ),
+    "skills.get_skill": Rule(Scope.READ),
+    "skills.create_skill": Rule(Scope.ADMIN),
+    "skills.put_skill": Rule(Scope.ADMIN),
+    "skills.delete_skill": Rule(Scope.ADMIN),
     # the websocket (app/web/websocket.py): read to follow; each command checks its own scope
     SOCKET_ENDPOINT: Rule(Scope.READ, owned=True, in_view=True),
     # health, the web client

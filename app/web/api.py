@@ -45,6 +45,7 @@ def create_workstream() -> Any:
         working_dir=field(body, "working_dir", str),
         tool_search=field(body, "tool_search", dict),
         owner_id=ownership.owner_for_new(principal()),
+        skill=field(body, "skill", str, max_chars=MAX_NAME_CHARS),
     )
     return _reply(201, workstreams.summary(ws))
 

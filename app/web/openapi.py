@@ -107,15 +107,24 @@ OPENAPI: dict[str, Any] = {
             },
             "NewWorkstream": {
                 "type": "object",
+                "description": "null for a field is the same as leaving it out: its default",
                 "properties": {
-                    "name": {"type": "string", "maxLength": 200, "pattern": _TEXT},
-                    "model": {"type": "string", "description": "a configured model's name (else 400)"},
-                    "auto_approve": {"type": "boolean"},
+                    "name": {"type": ["string", "null"], "maxLength": 200, "pattern": _TEXT},
+                    "model": {
+                        "type": ["string", "null"],
+                        "description": "a configured model's name (else 400)",
+                    },
+                    "auto_approve": {"type": ["boolean", "null"]},
                     "working_dir": {
-                        "type": "string",
+                        "type": ["string", "null"],
                         "description": "an existing directory on the workers' machines (else 400)",
                     },
                     "tool_search": _ref("ToolSearch"),
+                    "skill": {
+                        "type": ["string", "null"],
+                        "maxLength": 200,
+                        "description": "an enabled skill's name (else 400): the workstream starts with it",
+                    },
                 },
             },
             "ToolSearch": {
@@ -141,6 +150,7 @@ OPENAPI: dict[str, Any] = {
                     "working_dir": {"type": "string"},
                     "state": {"enum": ["idle", "thinking", "running", "attention", "error"]},
                     "active_turn_id": {"type": ["string", "null"]},
+                    "skill": {"type": ["string", "null"], "description": "the active skill's name"},
                     "pending_approvals": {"type": "array", "items": _ref("ToolItem")},
                     "queued_messages": {"type": "integer"},
                     "turn": {

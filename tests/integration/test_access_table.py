@@ -138,7 +138,8 @@ def fill(path: str, world: World, method: str = "GET") -> str:
         "ws_id": lambda: world.fresh_workstream() if method == "DELETE" else world.ws_id,
         "preview_id": lambda: world.preview_id,
         "watch_id": lambda: world.watch_id,
-        "name": lambda: "no-such-server",  # an MCP server's
+        "name": lambda: "no-such-name",  # an MCP server's, a skill's
+        "memory_id": lambda: "no-such-memory",
         "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
         "filename": lambda: "style.css",
         "path": lambda: "style.css",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import bm25s
 import pytest
 
+from app import bm25
 from app.bm25 import Index, tokens
 
 CORPUS = [
@@ -74,3 +77,27 @@ def test_an_empty_index_finds_nothing() -> None:
 def test_a_word_every_document_has_still_counts() -> None:
     index = Index([("a", "tool one"), ("b", "tool two"), ("c", "tool tool three")])
     assert [k for k, _ in index.search("tool", 3)] == ["c", "a", "b"]
+
+
+# -- what memories and skills use: prose without punctuation, the idf a message's words weigh
+
+
+def test_punctuation_goes_before_tokenizing():
+    assert bm25.tokens(bm25.without_punctuation("release? (deploy), 'now'!")) == ["release", "deploy", "now"]
+
+
+def test_the_document_with_the_rarer_word_scores_higher():
+    index = bm25.Index(enumerate(["deploy the app", "deploy the database", "lunch menu"]))
+    scores = index.scores("database deploy")
+    assert scores[1] > scores[0] > 0 and 2 not in scores
+
+
+def test_a_word_in_every_document_still_counts_a_little():
+    scores = bm25.Index(enumerate(["kestrel one", "kestrel two"])).scores("kestrel")
+    assert scores[0] == scores[1] > 0
+
+
+def test_idf_of_a_word_and_of_one_no_document_has():
+    index = bm25.Index(enumerate(["a b", "b c"]))
+    assert index.idf("a") == pytest.approx(math.log(1 + (2 - 1 + 0.5) / (1 + 0.5)))
+    assert index.idf("never") == pytest.approx(math.log(1 + 2.5 / 0.5))

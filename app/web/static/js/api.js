@@ -54,6 +54,8 @@ export const api = {
   cancelWatch: (id, watchId) => call("DELETE", `${ws(id)}/watches/${encodeURIComponent(watchId)}`),
   mcp: () => call("GET", "/mcp"),
   mcpRefresh: (server) => call("POST", "/mcp/refresh", server ? { server } : {}),
+  memories: (q) => call("GET", `/memories${q ? `?q=${encodeURIComponent(q)}` : ""}`).then((d) => d.memories),
+  deleteMemory: (id) => call("DELETE", `/memories/${encodeURIComponent(id)}`),
 };
 
 // A file as multipart/form-data (the browser writes the boundary).

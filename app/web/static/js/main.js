@@ -5,6 +5,7 @@ import { api, token, UnauthorizedError } from "./api.js";
 import { bindKeys } from "./keys.js";
 import { PreviewPane } from "./preview.js";
 import { McpPanel } from "./mcp.js";
+import { bindMemoriesPanel } from "./memories.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
 import { WatchesPanel } from "./watches.js";
@@ -24,6 +25,7 @@ const view = new WorkstreamView(
     hint: $("composer-hint"),
     pendingBar: $("pending-bar"),
     pendingCount: $("pending-count"),
+    skill: $("ws-skill"),
   },
   {
     onState: (wsId, state) => sidebar.setLiveState(wsId, state),
@@ -261,7 +263,17 @@ bindCreateDialog(
 const showHelp = () => ($("help").hidden = false);
 $("show-help").addEventListener("click", showHelp);
 $("help-close").addEventListener("click", () => ($("help").hidden = true));
-bindKeys({ view, messageBox: box, dialogs: [$("login"), $("create"), $("help"), $("mcp")], showHelp });
+bindMemoriesPanel(
+  {
+    dialog: $("memories"),
+    openButton: $("show-memories"),
+    close: $("memories-close"),
+    search: $("memories-search"),
+    list: $("memories-list"),
+  },
+  { onError: handleError },
+);
+bindKeys({ view, messageBox: box, dialogs: [$("login"), $("create"), $("help"), $("mcp"), $("memories")], showHelp });
 
 window.addEventListener("hashchange", () => {
   const id = hashWorkstream();

@@ -37,6 +37,7 @@ export class WorkstreamView {
       .filter(Boolean)
       .join(" · ");
     this.setState(ws.state);
+    this.showSkill(ws.skill);
     await this.load({ overlap: true });
   }
 
@@ -72,9 +73,17 @@ export class WorkstreamView {
     if (wsId !== this.wsId) return;
     this.transcript.loadPending(describe);
     this.showTools(describe);
+    this.showSkill(describe.skill);
     this.turnId = describe.active_turn_id;
     if (!this.transcript.stateEvents) this.setState(describe.state);
     this.updatePending();
+  }
+
+  // The header names the active skill; loading one (the skill tool) changes it.
+  showSkill(name) {
+    if (!this.els.skill) return;
+    this.els.skill.hidden = !name;
+    this.els.skill.textContent = name ? `skill: ${name}` : "";
   }
 
   event(e) {
@@ -83,6 +92,10 @@ export class WorkstreamView {
     if (e.type === "workstream_deleted") return this.onDeleted?.(this.wsId);
     this.transcript.apply(e);
     if (e.type === "watch") this.onWatch(e.watch);
+    if (e.type === "tool_result" && e.name === "skill" && !e.is_error) {
+      const wsId = this.wsId;
+      api.describe(wsId).then((d) => wsId === this.wsId && this.showSkill(d.skill)).catch(() => {});
+    }
     // Cancel names the turn it means, so a click that lands as that turn ends
     // cannot stop the queued turn that starts next.
     if (e.type === "state_change") this.turnId = BUSY.has(e.state) ? e.turn_id : null;

@@ -1,0 +1,34 @@
+"""Whose is this: the one seam where memory, recall and skills decide ownership.
+
+A workstream belongs to `workstreams.owner_id` (app/users/ownership.py); a caller of the API
+is their user id. None is the operator: the workstreams and notes made by the operator's
+token, or by tokens from before users existed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from app.storage.models import Workstream
+from app.users.principal import Principal
+
+OPERATOR: str | None = None
+
+
+def owner_of_workstream(session: Session, ws_id: str) -> str | None:
+    """The person a workstream belongs to (None: the operator)."""
+    return session.exec(select(Workstream.owner_id).where(Workstream.id == ws_id)).first()
+
+
+def owner_of_principal(principal: Principal) -> str | None:
+    """The person behind an API token (None: the operator)."""
+    return principal.user_id
+
+
+def owned_workstreams(owner: str | None) -> Any:
+    """A select of the ids of `owner`'s workstreams: what recall searches and whose
+    workstream-scoped memories the owner's API sees."""
+    owned = col(Workstream.owner_id).is_(None) if owner is None else col(Workstream.owner_id) == owner
+    return select(Workstream.id).where(owned)

@@ -1,0 +1,207 @@
+"""Memories in the database: saved (upserted by name within a scope), found, listed, changed, deleted.
+
+Every query goes through `View`: what one workstream, or one API caller, may see. A
+workstream sees global memories, its owner's user memories and its own workstream
+memories; an API caller sees global ones, its own user ones and those of its workstreams.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, or_
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from app.bm25 import Index, without_punctuation
+from app.memory import owners
+from app.storage.database import Database
+from app.storage.models import Memory, utcnow
+
+TYPES = ("user", "project", "feedback", "reference")
+SCOPES = ("global", "workstream", "user")
+DEFAULT_TYPE = "project"
+DEFAULT_SCOPE = "global"
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+NAME_RULE = "a snake_case name: lower-case letters, digits and '_', starting with a letter, at most 64"
+
+
+@dataclass(frozen=True)
+class View:
+    """Whose memories are in view. `ws_id` set: one workstream's view; None: its owner's whole view."""
+
+    owner: str | None
+    ws_id: str | None = None
+
+    def clause(self) -> Any:
+        mine = (
+            col(Memory.ws_id) == self.ws_id
+            if self.ws_id is not None
+            else col(Memory.ws_id).in_(owners.owned_workstreams(self.owner))
+        )
+        scope = col(Memory.scope)
+        return or_(
+            scope == "global",
+            and_(scope == "user", col(Memory.scope_key) == _user_key(self.owner)),
+            and_(scope == "workstream", mine),
+        )
+
+
+def view_of_workstream(db: Database, ws_id: str) -> View:
+    with db.reader() as s:
+        return View(owners.owner_of_workstream(s, ws_id), ws_id)
+
+
+def _user_key(owner: str | None) -> str:
+    return owner or ""
+
+
+def scope_key(scope: str, view: View) -> str:
+    if scope == "workstream":
+        return view.ws_id or ""
+    if scope == "user":
+        return _user_key(view.owner)
+    return ""
+
+
+def save(
+    db: Database, view: View, name: str, content: str, description: str, type_: str, scope: str
+) -> tuple[Memory, bool]:
+    """Insert or replace the memory `name` of `scope`; True when it is new.
+
+    Two saves of one name racing: the loser's insert meets the unique constraint and it
+    updates the winner's row instead."""
+    for _attempt in range(2):
+        try:
+            return _upsert(db, view, name, content, description, type_, scope)
+        except IntegrityError:
+            continue
+    return _upsert(db, view, name, content, description, type_, scope)
+
+
+def _upsert(
+    db: Database, view: View, name: str, content: str, description: str, type_: str, scope: str
+) -> tuple[Memory, bool]:
+    key = scope_key(scope, view)
+    with db.session() as s:
+        row = s.exec(
+            select(Memory).where(Memory.scope == scope, Memory.scope_key == key, Memory.name == name)
+        ).first()
+        created = row is None
+        if row is None:
+            row = Memory(
+                id=uuid.uuid4().hex,
+                name=name,
+                content=content,
+                scope=scope,
+                scope_key=key,
+                ws_id=view.ws_id if scope == "workstream" else None,
+                owner_id=view.owner if scope == "user" else None,
+            )
+        row.content, row.description, row.type, row.updated_at = content, description, type_, utcnow()
+        s.add(row)
+    return row, created
+
+
+def visible(
+    s: Session,
+    view: View,
+    type: str | None = None,  # noqa: A002 - the memory field's name, as callers filter by it
+    scope: str | None = None,
+    ws_id: str | None = None,
+) -> list[Memory]:
+    """Every memory `view` sees (filtered), newest first."""
+    query = select(Memory).where(view.clause())
+    if type is not None:
+        query = query.where(Memory.type == type)
+    if scope is not None:
+        query = query.where(Memory.scope == scope)
+    if ws_id is not None:
+        query = query.where(Memory.ws_id == ws_id)
+    order = (col(Memory.updated_at).desc(), col(Memory.id).desc())
+    return list(s.exec(query.order_by(*order)).all())
+
+
+def index_of(memories: Sequence[Memory]) -> Index[int]:
+    return Index(
+        (n, without_punctuation(f"{m.name} {m.description} {m.content}")) for n, m in enumerate(memories)
+    )
+
+
+def ranked(
+    memories: Sequence[Memory], query: str, index: Index[int] | None = None
+) -> list[tuple[float, Memory]]:
+    """The memories relevant to `query` (BM25 over name, description, content), best first,
+    newest first among equals (`memories` come newest first and the sort is stable)."""
+    if not memories:
+        return []
+    index = index or index_of(memories)
+    scores = index.scores(without_punctuation(query))
+    scored = [(scores[n], m) for n, m in enumerate(memories) if scores.get(n, 0.0) > 0]
+    return sorted(scored, key=lambda pair: -pair[0])
+
+
+def search(db: Database, view: View, query: str, limit: int, **filters: Any) -> list[Memory]:
+    with db.reader() as s:
+        memories = visible(s, view, **filters)
+    return [m for _score, m in ranked(memories, query)[:limit]]
+
+
+def listed(db: Database, view: View, limit: int, **filters: Any) -> list[Memory]:
+    with db.reader() as s:
+        return visible(s, view, **filters)[:limit]
+
+
+def named(db: Database, view: View, name: str, scope: str | None = None) -> list[Memory]:
+    with db.reader() as s:
+        query = select(Memory).where(view.clause(), Memory.name == name)
+        if scope is not None:
+            query = query.where(Memory.scope == scope)
+        return list(s.exec(query).all())
+
+
+def get(db: Database, view: View, memory_id: str) -> Memory | None:
+    with db.reader() as s:
+        return s.exec(select(Memory).where(view.clause(), Memory.id == memory_id)).first()
+
+
+def update(db: Database, view: View, memory_id: str, changes: dict[str, str]) -> Memory | None:
+    """Change a memory's content, description or type; None when `view` has no such memory."""
+    with db.session() as s:
+        row = s.exec(select(Memory).where(view.clause(), Memory.id == memory_id)).first()
+        if row is None:
+            return None
+        for key, value in changes.items():
+            setattr(row, key, value)
+        row.updated_at = utcnow()
+        s.add(row)
+    return row
+
+
+def delete(db: Database, view: View, memory_id: str) -> bool:
+    """Delete one memory `view` sees; False when there is none (or it went meanwhile)."""
+    with db.session() as s:
+        row = s.exec(select(Memory).where(view.clause(), Memory.id == memory_id)).first()
+        if row is None:
+            return False
+        s.delete(row)
+    return True
+
+
+def as_dict(m: Memory) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "name": m.name,
+        "description": m.description,
+        "content": m.content,
+        "type": m.type,
+        "scope": m.scope,
+        "ws_id": m.ws_id,
+        "owner_id": m.owner_id,
+        "created_at": m.created_at.isoformat(),
+        "updated_at": m.updated_at.isoformat(),
+    }

@@ -1,0 +1,1 @@
+"""Recall: full-text search over stored conversations."""

@@ -1,0 +1,1 @@
+"""Skills: stored instructions (prompt_templates) a workstream can take on."""
