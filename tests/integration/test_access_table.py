@@ -134,8 +134,9 @@ def fill(path: str, world: World, method: str = "GET") -> str:
     """The route's path with a value for each of its parameters, one the owner owns."""
     if path == "/v1/api/previews/<preview_id>/content":
         return world.preview_link
+    deletes_workstream = method == "DELETE" and path == "/v1/api/workstreams/<ws_id>"
     samples: dict[str, Callable[[], str]] = {
-        "ws_id": lambda: world.fresh_workstream() if method == "DELETE" else world.ws_id,
+        "ws_id": lambda: world.fresh_workstream() if deletes_workstream else world.ws_id,
         "preview_id": lambda: world.preview_id,
         "watch_id": lambda: world.watch_id,
         "name": lambda: "no-such-name",  # an MCP server's, a skill's
