@@ -62,6 +62,7 @@ FINAL_CALL_STATUSES = frozenset(
 
 class Workstream(SQLModel, table=True):
     __tablename__ = "workstreams"
+    __table_args__ = (Index("uq_workstreams_parent_call_row", "parent_call_row", unique=True),)
 
     id: str = Field(primary_key=True, max_length=32)
     name: str = Field(max_length=200)
@@ -87,7 +88,7 @@ class Workstream(SQLModel, table=True):
     # and, once its turn has ended, the answer recorded for that call (the fan-in).
     parent_turn_id: str | None = Field(default=None, max_length=32, index=True)
     parent_call_id: str | None = Field(default=None, max_length=200)
-    parent_call_row: int | None = Field(default=None, unique=True)
+    parent_call_row: int | None = Field(default=None)  # unique: uq_workstreams_parent_call_row
     task_output: str | None = Field(default=None, sa_column=Column(SafeText))
     task_is_error: bool = False
     # The user it belongs to (app/users/ownership.py); None: the operator's, seen by admins only.

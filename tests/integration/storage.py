@@ -1,5 +1,5 @@
 """A migrated database (SQLite or PostgreSQL) for tests that call app/ directly, with no service;
-and the ownership seam (app/memory/owners.py) pointed at a test's own table of owners."""
+and the owners of its workstreams."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import col, select
 
-from app.memory import owners
 from app.storage.database import Database
 from app.storage.migrate import upgrade
 from app.storage.models import Message, Workstream
+from app.users.principal import Principal
 from tests.integration.services import Database as TestDatabase
 from tests.integration.services import postgres_available
 
@@ -47,16 +46,21 @@ def add_message(db: Database, ws_id: str, role: str, content: str | None, **fiel
 
 
 class Owners:
-    """Who owns which workstream, and who is behind which token, as the users feature will
-    say; until then, set here and read through the seam's three functions."""
+    """Who owns which workstream, written where the users feature keeps it
+    (`workstreams.owner_id`), so the ownership seam (app/memory/owners.py) reads it as in service."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.workstreams: dict[str, str | None] = {}
-        self.tokens: dict[str, str | None] = {}
-        monkeypatch.setattr(owners, "owner_of_workstream", lambda _s, ws_id: self.workstreams.get(ws_id))
-        monkeypatch.setattr(owners, "owner_of_token", lambda name: self.tokens.get(name or ""))
-        monkeypatch.setattr(owners, "owned_workstreams", self._owned)
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def _owned(self, owner: str | None) -> Any:
-        ids = [ws for ws, who in self.workstreams.items() if who == owner] or [""]
-        return select(Workstream.id).where(col(Workstream.id).in_(ids))
+    def set(self, **owned_by: str | None) -> None:
+        with self.db.session() as s:
+            for ws_id, owner in owned_by.items():
+                ws = s.get(Workstream, ws_id)
+                assert ws is not None, ws_id
+                ws.owner_id = owner
+                s.add(ws)
+
+
+def principal(user_id: str | None) -> Principal:
+    """A caller of the API, as a token of that user would be (None: the operator)."""
+    return Principal(name=user_id or "operator", user_id=user_id, scopes=frozenset())

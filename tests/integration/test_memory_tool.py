@@ -11,7 +11,7 @@ from app.memory import store
 from app.tools.base import ToolContext
 from app.tools.pipeline import execute_call, prepare_call
 from app.tools.registry import build_registry
-from tests.integration.storage import Owners, add_workstream, migrated
+from tests.integration.storage import Owners, add_workstream, migrated, principal
 
 pytestmark = pytest.mark.integration
 
@@ -141,10 +141,10 @@ def test_a_name_in_two_scopes_must_be_deleted_by_scope(db):
     assert "global style" in call(db, ws, action="list")[0]
 
 
-def test_scopes_decide_who_sees_a_memory(db, monkeypatch):
-    owners = Owners(monkeypatch)
+def test_scopes_decide_who_sees_a_memory(db):
+    owners = Owners(db)
     mine, my_other, theirs = (add_workstream(db, ws) for ws in ("mine", "my_other", "theirs"))
-    owners.workstreams.update(mine="alice", my_other="alice", theirs="bob")
+    owners.set(mine="alice", my_other="alice", theirs="bob")
     call(db, mine, action="save", name="shared_fact", content="the build server is called hopper")
     call(db, mine, action="save", name="private_plan", content="hopper migration plan", scope="workstream")
     call(db, mine, action="save", name="alice_pref", content="alice wants hopper logs terse", scope="user")
@@ -160,10 +160,13 @@ def test_scopes_decide_who_sees_a_memory(db, monkeypatch):
     assert "bob's note" not in call(db, mine, action="list")[0]
 
     # the API's view (by token) follows the same seam: bob's token sees bob's memories only
-    owners.tokens.update(bob_token="bob", alice_token="alice")
-    bob = {m.name: m.content for m in store.listed(db, store.View(seam.owner_of_token("bob_token")), 100)}
+    bob = {
+        m.name: m.content
+        for m in store.listed(db, store.View(seam.owner_of_principal(principal("bob"))), 100)
+    }
     assert bob == {"shared_fact": "the build server is called hopper", "alice_pref": "bob's note"}
-    alice = {m.name for m in store.listed(db, store.View(seam.owner_of_token("alice_token")), 100)}
+    as_alice = store.View(seam.owner_of_principal(principal("alice")))
+    alice = {m.name for m in store.listed(db, as_alice, 100)}
     assert alice == {"shared_fact", "private_plan", "alice_pref"}
 
 

@@ -158,10 +158,10 @@ def test_huge_and_odd_messages_are_stored_and_found(db):
     assert "«albatross»" in recall(db, ws, query="albatross")[0]
 
 
-def test_another_owners_workstreams_are_never_searched(db, monkeypatch):
-    owners = Owners(monkeypatch)
+def test_another_owners_workstreams_are_never_searched(db):
+    owners = Owners(db)
     mine, theirs = add_workstream(db, "mine"), add_workstream(db, "theirs")
-    owners.workstreams.update(mine="alice", theirs="bob")
+    owners.set(mine="alice", theirs="bob")
     add_message(db, mine, "user", "alice's narwhal plan")
     add_message(db, theirs, "user", "bob's narwhal secret")
     out, _ = recall(db, mine, query="narwhal")
@@ -209,10 +209,10 @@ def test_messages_stored_before_the_migration_are_indexed_by_it(backend, tmp_pat
         made.drop()
 
 
-def test_an_owners_old_match_is_found_under_many_newer_ones_of_another(db, monkeypatch):
-    owners = Owners(monkeypatch)
+def test_an_owners_old_match_is_found_under_many_newer_ones_of_another(db):
+    owners = Owners(db)
     mine, theirs = add_workstream(db, "mine"), add_workstream(db, "theirs")
-    owners.workstreams.update(mine="alice", theirs="bob")
+    owners.set(mine="alice", theirs="bob")
     add_message(db, mine, "user", "alice's old okapi note")
     for n in range(120):  # more than the candidates PostgreSQL takes from the index first
         add_message(db, theirs, "user", f"bob's okapi note {n}")

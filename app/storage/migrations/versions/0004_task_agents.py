@@ -15,24 +15,25 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("workstreams", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("parent_turn_id", sa.String(length=32), nullable=True))
-        batch_op.add_column(sa.Column("parent_call_id", sa.String(length=200), nullable=True))
-        batch_op.add_column(sa.Column("parent_call_row", sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column("task_output", sa.Text(), nullable=True))
-        batch_op.add_column(
-            sa.Column("task_is_error", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
-        batch_op.create_index("ix_workstreams_parent_id", ["parent_id"])
-        batch_op.create_index("ix_workstreams_parent_turn_id", ["parent_turn_id"])
-        batch_op.create_unique_constraint("uq_workstreams_parent_call_row", ["parent_call_row"])
+    # Plain ADD COLUMN and CREATE INDEX: a batch would copy `workstreams` on SQLite, and the
+    # drop of the old table fails once messages and turns refer to it (foreign keys on).
+    op.add_column("workstreams", sa.Column("parent_turn_id", sa.String(length=32), nullable=True))
+    op.add_column("workstreams", sa.Column("parent_call_id", sa.String(length=200), nullable=True))
+    op.add_column("workstreams", sa.Column("parent_call_row", sa.Integer(), nullable=True))
+    op.add_column("workstreams", sa.Column("task_output", sa.Text(), nullable=True))
+    op.add_column(
+        "workstreams", sa.Column("task_is_error", sa.Boolean(), nullable=False, server_default=sa.false())
+    )
+    op.create_index("ix_workstreams_parent_id", "workstreams", ["parent_id"])
+    op.create_index("ix_workstreams_parent_turn_id", "workstreams", ["parent_turn_id"])
+    op.create_index("uq_workstreams_parent_call_row", "workstreams", ["parent_call_row"], unique=True)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("workstreams", schema=None) as batch_op:
-        batch_op.drop_constraint("uq_workstreams_parent_call_row", type_="unique")
-        batch_op.drop_index("ix_workstreams_parent_turn_id")
-        batch_op.drop_index("ix_workstreams_parent_id")
+    op.drop_index("uq_workstreams_parent_call_row", table_name="workstreams")
+    op.drop_index("ix_workstreams_parent_turn_id", table_name="workstreams")
+    op.drop_index("ix_workstreams_parent_id", table_name="workstreams")
+    with op.batch_alter_table("workstreams", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("task_is_error")
         batch_op.drop_column("task_output")
         batch_op.drop_column("parent_call_row")

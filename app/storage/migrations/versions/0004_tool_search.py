@@ -22,7 +22,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("messages", schema=None) as batch_op:
+    # in place (SQLite's DROP COLUMN): a batch copy would drop tables that others refer to
+    with op.batch_alter_table("messages", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("server_blocks")
-    with op.batch_alter_table("workstreams", schema=None) as batch_op:
+    with op.batch_alter_table("workstreams", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("tool_search")

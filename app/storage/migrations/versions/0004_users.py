@@ -49,8 +49,10 @@ def downgrade() -> None:
     with op.batch_alter_table("tool_calls", schema=None) as batch_op:
         batch_op.drop_column("decided_via")
         batch_op.drop_column("decided_by_id")
-    with op.batch_alter_table("workstreams", schema=None) as batch_op:
-        batch_op.drop_index("ix_workstreams_owner_id")
+    # DROP COLUMN in place: a batch copy of workstreams would drop the table that messages and
+    # turns refer to, which SQLite's foreign keys refuse.
+    op.drop_index("ix_workstreams_owner_id", table_name="workstreams")
+    with op.batch_alter_table("workstreams", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("owner_id")
     with op.batch_alter_table("api_tokens", schema=None) as batch_op:
         batch_op.drop_constraint("fk_api_tokens_user_id_users", type_="foreignkey")
