@@ -35,7 +35,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.config["MAX_CONTENT_LENGTH"] = max_body
     # The same cap for a websocket frame, counted as it arrives: a larger one closes the
     # socket (1009) before it is assembled or parsed.
-    flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": max_body}
+    # No ping thread of the library's own: it writes pings to the socket beside the relay's
+    # frames, unlocked, and a ping landing inside a half-sent frame corrupts the stream. The
+    # socket's own loop pings instead, between frames (app/web/websocket.py).
+    flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": None, "max_message_size": max_body}
     flask_app.extensions["runtime"] = rt
     flask_app.extensions["fanout"] = Fanout(rt.redis, queue_events=settings.live_queue_events)
     flask_app.register_blueprint(api)

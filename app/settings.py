@@ -152,6 +152,9 @@ LOGIN_FAILURE_WINDOW_SECONDS = 15 * 60
 LOGIN_MAX_DELAY_SECONDS = 5 * 60
 # An open websocket re-checks its token this often, so a revoked or expired token stops it.
 SOCKET_REAUTH_SECONDS = 10.0
+# The server pings each open websocket this often (itself, between frames: see app/web/websocket.py);
+# a client that has not answered the last ping by the next one is closed.
+DEFAULT_SOCKET_PING_SECONDS = 25.0
 # watch (app/watches): beat's pass over due watches runs every `watch_poll_seconds`.
 WATCH_POLL_SECONDS_ENV = "TURNSTONE_WATCH_POLL_SECONDS"
 WATCH_MIN_INTERVAL_SECONDS = 10
@@ -281,6 +284,7 @@ class Settings:
     replay_log_bytes: int = DEFAULT_REPLAY_LOG_BYTES
     event_log_ttl_seconds: int = EVENT_LOG_TTL_SECONDS
     live_queue_events: int = DEFAULT_LIVE_QUEUE_EVENTS
+    socket_ping_seconds: float = DEFAULT_SOCKET_PING_SECONDS
     # [mcp.servers.NAME] merged with $TURNSTONE_MCP_CONFIG's mcpServers (app.mcp.config.ServerConfig)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
@@ -345,6 +349,7 @@ class Settings:
             ),
             tool_sources=_tool_sources(config.get("tool_sources", {})),
             redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
+            socket_ping_seconds=_float(env.get("TURNSTONE_SOCKET_PING_SECONDS", DEFAULT_SOCKET_PING_SECONDS)),
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),

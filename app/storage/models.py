@@ -311,6 +311,8 @@ class McpServer(SQLModel, table=True):
     cwd: str | None = Field(default=None, sa_column=Column(SafeText))
     url: str | None = Field(default=None, sa_column=Column(SafeText))
     headers: dict[str, str] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
 
 
 class Memory(SQLModel, table=True):

@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Flask, current_app, request
 from flask_sock import ConnectionClosed, Sock
+from wsproto.events import Ping, TextMessage
 
 from app.errors import ServiceError, UnauthorizedError
 from app.events import EventType
@@ -49,16 +50,22 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
     stop = threading.Event()
     sender = threading.Thread(target=_relay, args=(ws, rt, ws_id, after, live, stop), daemon=True)
     sender.start()
-    checked = time.monotonic()
+    checked = pinged = time.monotonic()
+    ping_every = rt.settings.socket_ping_seconds
     try:
         while not stop.is_set():
-            text = ws.receive(timeout=1)
+            text = ws.receive(timeout=min(1.0, ping_every))
             if text is not None:
                 _command(ws, rt, ws_id, raw, text)
             if time.monotonic() - checked >= SOCKET_REAUTH_SECONDS:
                 # A token revoked or expired while the socket is open stops its events too.
                 _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], ws_id)
                 checked = time.monotonic()
+            if time.monotonic() - pinged >= ping_every:
+                if not ws.ping():  # the last ping went unanswered: the peer is gone
+                    ws.close(reason=1008, message="Ping/Pong timeout")
+                    break
+                pinged = time.monotonic()
     except ServiceError as exc:
         _refuse(ws, exc)
     except ConnectionClosed:
@@ -83,15 +90,32 @@ def _refuse(ws: Any, exc: ServiceError) -> None:
 
 
 class _SerialSocket:
-    """Two threads send on one socket (the relay and command replies): one frame at a time."""
+    """Two threads send on one socket (the relay and command replies), and pings go between
+    their frames: one whole frame at a time. The library's own `send` hands a frame to
+    `socket.send`, which may write only part of it when the client reads slowly; here every
+    frame is written whole (`sendall`), under one lock."""
 
     def __init__(self, ws: Any) -> None:
         self._ws = ws
         self._lock = threading.Lock()
+        self._ws.pong_received = True  # no ping sent yet
 
     def send(self, text: str) -> None:
+        self._write(TextMessage(data=text))
+
+    def ping(self) -> bool:
+        """Ping the client; False (and nothing sent) when it never answered the last ping."""
+        if not self._ws.pong_received:
+            return False
+        self._ws.pong_received = False  # the library's reader sets it again on the pong
+        self._write(Ping())
+        return True
+
+    def _write(self, event: Any) -> None:
         with self._lock:
-            self._ws.send(text)
+            if not self._ws.connected:
+                raise ConnectionClosed(self._ws.close_reason, self._ws.close_message)
+            self._ws.sock.sendall(self._ws.ws.send(event))
 
     def receive(self, timeout: float | None = None) -> Any:
         return self._ws.receive(timeout=timeout)
