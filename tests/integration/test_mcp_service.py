@@ -26,6 +26,9 @@ from tests.integration.mcp_peers import FakeMCP, everything_stdio, time_server
 from tests.integration.services import API_TOKEN, BIN, Services, postgres_available
 
 pytestmark = pytest.mark.integration
+# With server-everything's tools the workstream has more than tools.search_threshold (20): tool
+# search would defer them. These tests are about MCP itself, so every tool stays in view.
+IN_VIEW = {"tool_search": {"mode": "off"}}
 
 SERVERS = {"fake", "everything", "time"}
 FAKES: dict[str, FakeMCP] = {}  # the fake in config.toml, by the service's base URL
@@ -137,7 +140,7 @@ def test_a_turn_calls_tools_of_two_servers_reads_a_resource_and_expands_a_prompt
     api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
 ) -> None:
     uri = connected(api, SERVERS)["everything"]["resources"][0]
-    ws_id = api.create_workstream()
+    ws_id = api.create_workstream(**IN_VIEW)
     sock = sockets(ws_id)
     calls = [
         ToolCall("mcp__everything__echo", {"message": "hello from the model"}),
@@ -174,7 +177,7 @@ def test_always_for_read_resource_covers_that_uri_only(
     api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
 ) -> None:
     first, second = connected(api, SERVERS)["everything"]["resources"][:2]
-    ws_id = api.create_workstream()
+    ws_id = api.create_workstream(**IN_VIEW)
     sock = sockets(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("read_resource", {"uri": first})]))
     model.enqueue(
@@ -333,7 +336,7 @@ def test_a_pushed_change_reaches_the_next_model_step(
     fake.lists(tools=["late"])
     try:
         wait_until(lambda: "mcp__fake__late" in servers(api)["fake"]["tools"], timeout=15, what="pushed tool")
-        ws_id = api.create_workstream()
+        ws_id = api.create_workstream(**IN_VIEW)
         sock = sockets(ws_id)
         model.enqueue(Reply(text="I see it."))
         sock.wait_turn_end(api.send(ws_id, "what tools now?"))
@@ -348,7 +351,7 @@ def test_cancelling_the_turn_cancels_the_mcp_request_on_the_server(
     fake = FAKES[services.base_url]
     connected(api, SERVERS)
     before = len(fake.cancelled())
-    ws_id = api.create_workstream(auto_approve=True)
+    ws_id = api.create_workstream(auto_approve=True, **IN_VIEW)
     sock = sockets(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("mcp__fake__hang", {})]))
     turn_id = api.send(ws_id, "wait for ever")
@@ -365,7 +368,7 @@ def test_a_worker_killed_mid_call_reports_it_interrupted_and_never_sends_it_agai
 ) -> None:
     fake = FAKES[services.base_url]
     connected(api, SERVERS)
-    ws_id = api.create_workstream(auto_approve=True)
+    ws_id = api.create_workstream(auto_approve=True, **IN_VIEW)
     sock = sockets(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("mcp__fake__slow_echo", {"text": "once only", "seconds": 30})]))
     model.enqueue(Reply(text="It was interrupted."))
