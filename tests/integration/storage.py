@@ -1,5 +1,5 @@
 """A migrated database (SQLite or PostgreSQL) for tests that call app/ directly, with no service;
-and the owners of its workstreams."""
+a whole in-process runtime over one; and the owners of its workstreams."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from app.runtime import Runtime
+from app.settings import Settings
 from app.storage.database import Database
 from app.storage.migrate import upgrade
 from app.storage.models import Message, Workstream
 from app.users.principal import Principal
+from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db, postgres_available
 from tests.integration.services import Database as TestDatabase
-from tests.integration.services import postgres_available
 
 
 def migrated(backend: str, tmp_path: Path) -> Iterator[Database]:
@@ -28,6 +30,36 @@ def migrated(backend: str, tmp_path: Path) -> Iterator[Database]:
         db.dispose()
     finally:
         made.drop()
+
+
+def runtime(
+    backend: str, tmp_path: Path, model_server: Any, api_key: str = "sk-fake", **changes: Any
+) -> Iterator[Runtime]:
+    """The engine in this process, on a fresh migrated database and a leased Redis database
+    (flushed after: the lease goes with it), its model the fake server; `changes` to settings."""
+    if backend == "postgresql" and not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    db = TestDatabase(backend, tmp_path)
+    try:
+        upgrade(db.url)
+        env = {
+            "DATABASE_URL": db.url,
+            "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}",
+            "TURNSTONE_MODEL": "openai:fake-model",
+            "OPENAI_BASE_URL": model_server.openai_base_url,
+            "OPENAI_API_KEY": api_key,
+            "TURNSTONE_WORKING_DIR": str(tmp_path),
+        }
+        made = Runtime.create(Settings.from_mapping({}, env).with_changes(**changes))
+        model_server.reset()
+        try:
+            yield made
+        finally:
+            model_server.reset()
+            made.redis.flushdb()
+            made.close()
+    finally:
+        db.drop()
 
 
 def add_workstream(db: Database, ws_id: str, name: str | None = None) -> str:

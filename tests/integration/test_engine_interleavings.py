@@ -18,37 +18,17 @@ from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
 from app.runtime import Runtime
-from app.settings import Settings
-from app.storage.migrate import upgrade
 from app.storage.models import Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
 from app.taskqueue import MODEL_QUEUE
 from tests.fakes.model_server import Reply, ToolCall
-from tests.integration.services import REDIS_HOST, REDIS_PORT, Database, lease_redis_db, postgres_available
+from tests.integration.storage import runtime
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rt(request, tmp_path, model_server):
-    if request.param == "postgresql" and not postgres_available():
-        pytest.skip("PostgreSQL is not reachable")
-    db = Database(request.param, tmp_path)
-    request.addfinalizer(db.drop)
-    upgrade(db.url)
-    env = {
-        "DATABASE_URL": db.url,
-        "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}",
-        "TURNSTONE_MODEL": "openai:fake-model",
-        "OPENAI_BASE_URL": model_server.openai_base_url,
-        "OPENAI_API_KEY": "sk-fake",
-        "TURNSTONE_WORKING_DIR": str(tmp_path),
-    }
-    runtime = Runtime.create(Settings.from_mapping({}, env).with_changes(stale_after_seconds=0.3))
-    model_server.reset()
-    yield runtime
-    model_server.reset()
-    runtime.redis.flushdb()  # the lease goes with it
-    runtime.close()
+    yield from runtime(request.param, tmp_path, model_server, stale_after_seconds=0.3)
 
 
 def new_turn(rt: Runtime, message: str = "hi", name: str = "ws") -> tuple[str, str]:

@@ -13,38 +13,19 @@ from sqlmodel import col, select
 
 from app.engine import model_step, turns, workstreams
 from app.runtime import Runtime
-from app.settings import WATCH_MAX_CHAIN, Settings
-from app.storage.migrate import upgrade
+from app.settings import WATCH_MAX_CHAIN
 from app.storage.models import Message, Turn, TurnStatus, Watch, WatchStatus
 from app.watches import poller, store
 from app.watches.store import WatchError, WatchSpec
 from tests.fakes.model_server import Reply
-from tests.integration.services import REDIS_HOST, REDIS_PORT, Database, lease_redis_db, postgres_available
+from tests.integration.storage import runtime
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rt(request, tmp_path, model_server):
-    if request.param == "postgresql" and not postgres_available():
-        pytest.skip("PostgreSQL is not reachable")
-    db = Database(request.param, tmp_path)
-    request.addfinalizer(db.drop)
-    upgrade(db.url)
-    env = {
-        "DATABASE_URL": db.url,
-        "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}",
-        "TURNSTONE_MODEL": "openai:fake-model",
-        "OPENAI_BASE_URL": model_server.openai_base_url,
-        "OPENAI_API_KEY": "sk-fake-watch-key-0123456789",
-        "TURNSTONE_WORKING_DIR": str(tmp_path),
-    }
-    runtime = Runtime.create(Settings.from_mapping({}, env))
-    model_server.reset()
-    yield runtime
-    model_server.reset()
-    runtime.redis.flushdb()  # the lease goes with it
-    runtime.close()
+    yield from runtime(request.param, tmp_path, model_server, api_key="sk-fake-watch-key-0123456789")
 
 
 def spec(name="w", command="echo hi", every=10, stop_on=None, max_polls=100) -> WatchSpec:
