@@ -23,6 +23,7 @@ from app.mcp.catalog import MCPToolSource
 from app.mcp.config import ServerConfig
 from app.mcp.manager import MCPManager
 from app.mcp.prompt import sections
+from app.mcp.published import ProcessToolSource, PublishedToolSource
 from app.mcp.states import CONNECTED, Timing
 from app.settings import (
     MCP_BACKOFF_FIRST_SECONDS,
@@ -56,13 +57,16 @@ class MCPService:
         self._synced: Any = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.manager = MCPManager({}, timing(settings))
-        self.source = MCPToolSource(self.manager, definitions)
+        self.live_source = MCPToolSource(self.manager, definitions)
+        self._started = False
+        published = PublishedToolSource(client, definitions)
+        self.source = ProcessToolSource(self.live_source, published, lambda: self._started)
         self._changed = threading.Event()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def prompt_sections(self) -> list[Any]:
-        return sections(self.source)
+        return sections(self.live_source)
 
     def servers(self) -> dict[str, ServerConfig]:
         """The configured servers: config.toml and the JSON file, then the database's (which win)."""
@@ -74,6 +78,7 @@ class MCPService:
         self.manager.add_listener(self._changed.set)
         self.manager.apply(self.servers())
         self.manager.start()
+        self._started = True
         for target in (self._publish_loop, self._control_loop):
             thread = threading.Thread(target=target, name=f"mcp-{target.__name__}", daemon=True)
             thread.start()
@@ -97,7 +102,7 @@ class MCPService:
             self._changed.clear()
             if self._stopping.is_set():
                 return
-            views, offer = self.manager.servers(), self.source.offer()
+            views, offer = self.manager.servers(), self.live_source.offer()
             try:
                 status.publish(self.redis, status.report(self.worker, views, offer), ttl=tick * 3)
             except redis.RedisError as exc:  # published again on the next change or tick

@@ -173,6 +173,37 @@ def test_a_turn_calls_tools_of_two_servers_reads_a_resource_and_expands_a_prompt
     )
 
 
+def test_an_mcp_tool_deferred_by_tool_search_is_found_then_called(
+    api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+) -> None:
+    # By default (search "auto") server-everything's tools push the workstream past the threshold:
+    # MCP tools are deferred, found by tool_search like any tool source's, and then called.
+    connected(api, SERVERS)
+    ws_id = api.create_workstream()
+    tools = api.workstream(ws_id)["tools"]  # the web tier counts what the workers publish
+    assert tools["search"] == "client" and tools["total"] >= tools["visible"] + 10, tools
+    sock = sockets(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("tool_search", {"query": "echo back the message"}, id="s1")]))
+    model.enqueue(Reply(tool_calls=[ToolCall("mcp__everything__echo", {"message": "found and called"}, id="e1")]))
+    model.enqueue(Reply(text="Echoed."))
+    turn_id = api.send(ws_id, "find a tool that echoes, and use it")
+    item = sock.wait_type("approve_request", timeout=60)["items"][0]
+    assert item["func_name"] == "mcp__everything__echo" and item["header"] == "MCP everything: echo"
+    assert api.approve(ws_id, approved=True).status_code == 200
+    assert sock.wait_turn_end(turn_id)["state"] == "idle"
+
+    def offered(n: int) -> list[str]:
+        return [t["function"]["name"] for t in model.history[n].body["tools"]]
+
+    assert "tool_search" in offered(0) and "mcp__everything__echo" not in offered(0)
+    found = next(m["content"] for m in model.history[1].body["messages"] if m.get("tool_call_id") == "s1")
+    assert "- mcp__everything__echo:" in found
+    assert "mcp__everything__echo" in offered(1)
+    echoed = next(m["content"] for m in model.history[2].body["messages"] if m.get("tool_call_id") == "e1")
+    assert "found and called" in echoed
+    assert "mcp__everything__echo" in api.workstream(ws_id)["expanded_tools"]
+
+
 def test_always_for_read_resource_covers_that_uri_only(
     api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
 ) -> None:
