@@ -102,7 +102,7 @@ MAX_ROW_ID = 2**31  # integer ids are 32-bit columns
 
 
 def _own_workstream(rt: Runtime, who: Principal, value: str) -> None:
-    ownership.require_workstream(rt, who, value)
+    ownership.require_workstream(rt, who, path_id("workstream", value))  # a NUL is no id: 404, not 500
 
 
 def _own_token(rt: Runtime, who: Principal, value: int) -> None:

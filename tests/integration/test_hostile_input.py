@@ -12,6 +12,7 @@ import pytest
 import websocket
 
 from tests.fakes.model_server import Reply
+from tests.integration.hostile import PATH_IDS, RAW_BODIES
 from tests.integration.services import API_TOKEN
 
 pytestmark = pytest.mark.integration
@@ -69,22 +70,6 @@ def _cases() -> list[Any]:
 
 CASES = _cases()
 
-# Bodies that are not a JSON object, or not JSON at all.
-RAW_BODIES = {
-    "array": b"[]",
-    "string": b'"text"',
-    "number": b"1",
-    "null": b"null",
-    "true": b"true",
-    "not UTF-8": b'{"message": "\xff\xfe"}',
-    "binary": bytes(range(256)),
-    "deep arrays": b"[" * 100_000,
-    "deep objects": b'{"a":' * 100_000,
-    "integer past the digit limit": b'{"message": 1' + b"0" * 5000 + b"}",
-    "NaN": b'{"message": NaN}',
-    "cut short": b'{"message": "x"',
-}
-PATH_IDS = {"NUL": "a%00b", "long": "w" * 3000, "lone surrogate": "%ED%A0%80", "not UTF-8": "%FF%FE"}
 
 
 def _url(command: str, ws_id: str) -> str:

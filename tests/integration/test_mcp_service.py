@@ -184,7 +184,8 @@ def test_an_mcp_tool_deferred_by_tool_search_is_found_then_called(
     assert tools["search"] == "client" and tools["total"] >= tools["visible"] + 10, tools
     sock = sockets(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("tool_search", {"query": "echo back the message"}, id="s1")]))
-    model.enqueue(Reply(tool_calls=[ToolCall("mcp__everything__echo", {"message": "found and called"}, id="e1")]))
+    echo = ToolCall("mcp__everything__echo", {"message": "found and called"}, id="e1")
+    model.enqueue(Reply(tool_calls=[echo]))
     model.enqueue(Reply(text="Echoed."))
     turn_id = api.send(ws_id, "find a tool that echoes, and use it")
     item = sock.wait_type("approve_request", timeout=60)["items"][0]
