@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.providers.citations import split_tools
 from app.providers.content import SERVER_BLOCKS, split, text_of
 
 # Anthropic's server-side BM25 tool search; offered whenever some tool is `defer_loading`.
 TOOL_SEARCH_TOOL = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
 TOOL_SEARCH_BETA = "advanced-tool-use-2025-11-20"
+# Anthropic's server-side web search; offered in our web_search's place to a model that has it.
+WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search"}
 
 # Anthropic needs `tool_use.input` to be an object. Arguments that are not a
 # JSON object are kept, under this key, so the model still sees what it sent.
@@ -45,9 +48,10 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
 
 def convert_tools(tools: list[dict]) -> list[dict]:
     """Anthropic tool definitions; deferred ones keep `defer_loading`, and bring the
-    server's tool search tool with them."""
-    converted = []
-    for tool in tools:
+    server's tool search tool with them; the native search entry becomes its web search tool."""
+    functions, native_search = split_tools(tools)
+    converted: list[dict[str, Any]] = []
+    for tool in functions:
         function = tool["function"]
         entry = {
             "name": function["name"],
@@ -59,7 +63,13 @@ def convert_tools(tools: list[dict]) -> list[dict]:
         converted.append(entry)
     if any(t.get("defer_loading") for t in converted):
         converted.append(dict(TOOL_SEARCH_TOOL))
+    if native_search is not None:
+        converted.append({**WEB_SEARCH_TOOL, "max_uses": native_search["max_uses"]})
     return converted
+
+
+def has_web_search(tools: list[dict]) -> bool:
+    return any(t.get("type") == WEB_SEARCH_TOOL["type"] for t in tools)
 
 
 def has_tool_search(tools: list[dict]) -> bool:
@@ -87,9 +97,12 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
             }
         ]
     # What the server ran itself (its tool search and the references it returned) goes
-    # back as it came, ahead of the text and the calls that followed from it.
+    # back as it came, ahead of the text and the calls that followed from it. A reply
+    # that could search the web kept its text blocks there too, in order, with their
+    # citations: then they are the text, and the stored content (which ends with the
+    # cited sources as links, for people) is not sent again.
     blocks: list[dict] = [dict(b) for b in message.get(SERVER_BLOCKS) or []]
-    text = text_of(message.get("content"))
+    text = "" if any(b.get("type") == "text" for b in blocks) else text_of(message.get("content"))
     if text:  # the API rejects empty text blocks
         blocks.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or []:
