@@ -17,7 +17,7 @@ from app.tools import native_search
 from app.tools.registry import build_registry
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall, WebSearch
 
-FAST = {"retries": 0, "backoff_seconds": 0.01, "timeout_seconds": 10}
+FAST: dict[str, Any] = {"retries": 0, "backoff_seconds": 0.01, "timeout_seconds": 10}
 QUESTION = "where do ruddy turnstones breed?"
 HELLO = [{"role": "system", "content": "sys"}, {"role": "user", "content": QUESTION}]
 PAGES = [
