@@ -59,7 +59,7 @@ def parsed(text: str) -> list[Result] | str:
     """Results, when `text` is JSON holding a list of them; else `text` unchanged."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser can take
         return text
     items = data.get("results") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
