@@ -101,7 +101,7 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
     # that could search the web kept its text blocks there too, in order, with their
     # citations: then they are the text, and the stored content (which ends with the
     # cited sources as links, for people) is not sent again.
-    blocks: list[dict] = [dict(b) for b in message.get(SERVER_BLOCKS) or []]
+    blocks = _answered(message.get(SERVER_BLOCKS) or [])
     text = "" if any(b.get("type") == "text" for b in blocks) else text_of(message.get("content"))
     if text:  # the API rejects empty text blocks
         blocks.append({"type": "text", "text": text})
@@ -116,6 +116,13 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
             }
         )
     return blocks
+
+
+def _answered(server_blocks: list[dict]) -> list[dict]:
+    """The stored server blocks, less any server call whose result never came (a reply cut off
+    by a cancel between the two): the API refuses a `server_tool_use` left without one."""
+    answered = {b.get("tool_use_id") for b in server_blocks if b.get("type") != "server_tool_use"}
+    return [dict(b) for b in server_blocks if b.get("type") != "server_tool_use" or b.get("id") in answered]
 
 
 def _result_content(content: Any, supports_vision: bool) -> str | list[dict]:

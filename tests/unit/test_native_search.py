@@ -243,3 +243,22 @@ def test_sources_keep_the_first_title_and_only_web_addresses():
 )
 def test_markdown_links_stay_one_link(title, url, link):
     assert markdown_link(title, url) == link
+
+
+def test_a_search_call_whose_result_never_came_is_not_sent_back(server):
+    """A reply cancelled between the server's call and its result keeps what it had; the
+    lone call would make every later request of the workstream fail."""
+    m = model(server, "anthropic", supports_web_search=True)
+    call = {"type": "server_tool_use", "id": "srvtoolu_cut", "name": "web_search", "input": {"query": "q"}}
+    rows = [
+        Message(ws_id="w", role="user", content=QUESTION),
+        Message(
+            ws_id="w",
+            role="assistant",
+            content="Let me look.",
+            server_blocks=[{"type": "text", "text": "Let me look."}, call],
+        ),
+        Message(ws_id="w", role="user", content="go on"),
+    ]
+    _events, body = reply(server, m, conversation.for_model("sys", rows))
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "Let me look."}]
