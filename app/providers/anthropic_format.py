@@ -72,6 +72,30 @@ def has_web_search(tools: list[dict]) -> bool:
     return any(t.get("type") == WEB_SEARCH_TOOL["type"] for t in tools)
 
 
+def without_web_search(turns: list[dict]) -> list[dict]:
+    """The turns with earlier web searches reduced to their text, for a request that does not
+    offer the web search tool (the model's capability was turned off): the API refuses search
+    blocks, and citations into them, that no offered tool explains."""
+    out = []
+    for turn in turns:
+        blocks = [_plain(b) for b in turn["content"] if not _is_web_search_block(b)]
+        if blocks:
+            out.append({**turn, "content": blocks})
+    return out
+
+
+def _is_web_search_block(block: dict) -> bool:
+    if block.get("type") == "server_tool_use":
+        return block.get("name") == WEB_SEARCH_TOOL["name"]
+    return block.get("type") == "web_search_tool_result"
+
+
+def _plain(block: dict) -> dict:
+    if block.get("type") != "text" or "citations" not in block:
+        return block
+    return {k: v for k, v in block.items() if k != "citations"}
+
+
 def has_tool_search(tools: list[dict]) -> bool:
     return any(t.get("type") == TOOL_SEARCH_TOOL["type"] for t in tools)
 

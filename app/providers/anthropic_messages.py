@@ -20,6 +20,7 @@ from app.providers.anthropic_format import (
     has_web_search,
     system_text,
     tool_input,
+    without_web_search,
 )
 from app.providers.base import (
     api_key_for,
@@ -79,6 +80,8 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
         params["tools"] = convert_tools(tools)
         if has_tool_search(params["tools"]):
             params["extra_headers"] = {"anthropic-beta": TOOL_SEARCH_BETA}
+    if not has_web_search(params.get("tools", [])):
+        params["messages"] = without_web_search(params["messages"])
     return params
 
 

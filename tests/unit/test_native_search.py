@@ -262,3 +262,19 @@ def test_a_search_call_whose_result_never_came_is_not_sent_back(server):
     ]
     _events, body = reply(server, m, conversation.for_model("sys", rows))
     assert body["messages"][1]["content"] == [{"type": "text", "text": "Let me look."}]
+
+
+def test_without_the_capability_any_more_earlier_searches_go_back_as_plain_text(server):
+    m = model(server, "anthropic", supports_web_search=True)
+    server.enqueue(Reply(text="Let me look.", web_search=SEARCH))
+    events, _body = reply(server, m)
+    rows = [*stored(events), Message(ws_id="w", role="user", content="and in winter?")]
+    plain = model(server, "anthropic")  # the operator turned supports_web_search off
+    _again, body = reply(server, plain, conversation.for_model("sys", rows))
+    sent = body["messages"][1]["content"]
+    assert sent == [
+        {"type": "text", "text": "Let me look."},
+        {"type": "text", "text": "They breed on the Arctic tundra"},
+        {"type": "text", "text": ", and winter on coasts"},
+        {"type": "text", "text": "."},
+    ]
