@@ -10,7 +10,7 @@ import pytest
 
 from app.engine import conversation
 from app.providers import stream_reply
-from app.providers.citations import Sources, markdown_link
+from app.providers.citations import Sources, cited, markdown_link
 from app.settings import ModelSettings
 from app.storage.models import Message
 from app.tools import native_search
@@ -278,3 +278,25 @@ def test_without_the_capability_any_more_earlier_searches_go_back_as_plain_text(
         {"type": "text", "text": ", and winter on coasts"},
         {"type": "text", "text": "."},
     ]
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        [None, 3, "x", [], {"type": "url_citation"}, {"type": "url_citation", "url_citation": "nope"}],
+        [{"type": "url_citation", "url_citation": {"url": 5, "title": {"deep": [[[]]]}}}],
+        [{"type": "url_citation", "url_citation": {"url": "javascript:alert(1)", "title": "x"}}],
+        [{"type": "file_citation", "file_citation": {"url": "https://x.example/"}}],
+    ],
+)
+def test_hostile_annotations_cite_nothing(annotations):
+    sources = Sources()
+    for url, title in cited(annotations):
+        sources.add(url, title)
+    assert sources.text() == ""
+
+
+def test_a_cited_title_with_control_characters_stays_one_line():
+    sources = Sources()
+    sources.add("https://x.example/", "a\nb\x00c\u2028d " + "t" * 10)
+    assert sources.text().count("\n") == 3  # the blank line, the heading, one entry
