@@ -80,6 +80,13 @@ SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers w
 WEB_SEARCH_DEFAULT_RESULTS = 5
 WEB_SEARCH_MAX_RESULTS = 20
 WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
+# `[tools] web_search_backend`: "searxng" (the default, at `searxng_url`) or "mcp:SERVER:TOOL".
+WEB_SEARCH_BACKENDS = ("searxng", "mcp:SERVER:TOOL")
+# Provider-native search ([models.NAME.capabilities] supports_web_search, web_search_max_uses).
+WEB_SEARCH_CAPABILITY = "supports_web_search"
+WEB_SEARCH_MAX_USES_KEY = "web_search_max_uses"
+DEFAULT_WEB_SEARCH_MAX_USES = 5  # searches Anthropic may run in one reply (each one is billed)
+MAX_WEB_SEARCH_MAX_USES = 50
 ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the largest preview, a PDF)
 # The reranker role: a `[models.NAME]` with `supports_rerank`, named by `[roles] reranker`.
 RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order
@@ -244,6 +251,7 @@ class ToolSettings:
     search_max_results: int = DEFAULT_TOOL_SEARCH_MAX_RESULTS
     agent_max_turns: int = 0
     searxng_url: str | None = None  # web_search's backend; unset, the tool is not offered
+    web_search_backend: str = "searxng"  # or "mcp:SERVER:TOOL": that MCP tool answers the queries
     rerank_web_search: bool = True  # with a reranker selected, web_search reorders its results
     rerank_instruction: str | None = None  # wraps queries for a server that applies no template
     rerank_bm25_threshold: float = 0.0  # relevance floor (0-1) for reranked retrieval; 0: no floor
@@ -384,8 +392,32 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
     check_tool_search(tools.search, tools.search_threshold, tools.search_max_results, keys)
     if tools.searxng_url is not None:
         tools = replace(tools, searxng_url=_searxng_url(tools.searxng_url, "[tools] searxng_url"))
+    tools = replace(tools, web_search_backend=_web_search_backend(tools.web_search_backend))
     _check_rerank_keys(tools)
     return tools
+
+
+def _web_search_backend(value: Any) -> str:
+    """`searxng`, or `mcp:SERVER:TOOL` with both names given (the server may be added later)."""
+    shown = f"[tools] web_search_backend must be {' or '.join(repr(b) for b in WEB_SEARCH_BACKENDS)}"
+    if not isinstance(value, str):
+        raise SettingsError(f"{shown}, not {value!r}")
+    if value == "searxng":
+        return value
+    scheme, _, rest = value.partition(":")
+    server, _, tool = rest.partition(":")
+    names = (server, tool)
+    if scheme != "mcp" or any(not name.strip() or name != name.strip() for name in names):
+        raise SettingsError(f"{shown}, not {value!r}")
+    return value
+
+
+def web_search_mcp_target(backend: str) -> tuple[str, str] | None:
+    """(server, tool) of an `mcp:SERVER:TOOL` backend; None for SearxNG."""
+    if not backend.startswith("mcp:"):
+        return None
+    server, _, tool = backend.removeprefix("mcp:").partition(":")
+    return server, tool
 
 
 def _check_rerank_keys(tools: ToolSettings) -> None:
@@ -507,6 +539,7 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
             raise SettingsError(f"[models.{name}] provider 'rerank' needs capabilities supports_rerank")
         if not entry.get("model"):
             raise SettingsError(f"[models.{name}] needs a 'model'")
+        _check_web_search_capabilities(name, entry.get("capabilities", {}))
         models[name] = ModelSettings(
             name=name,
             provider=provider,
@@ -517,6 +550,16 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
             max_tokens=_max_tokens(entry.get("max_tokens"), f"[models.{name}] max_tokens"),
         )
     return models
+
+
+def _check_web_search_capabilities(name: str, capabilities: Mapping[str, Any]) -> None:
+    key = f"[models.{name}.capabilities]"
+    if not isinstance(capabilities.get(WEB_SEARCH_CAPABILITY, False), bool):
+        raise SettingsError(f"{key} {WEB_SEARCH_CAPABILITY} must be true or false")
+    uses = capabilities.get(WEB_SEARCH_MAX_USES_KEY, DEFAULT_WEB_SEARCH_MAX_USES)
+    if isinstance(uses, bool) or not isinstance(uses, int) or not 1 <= uses <= MAX_WEB_SEARCH_MAX_USES:
+        limit = f"a whole number 1-{MAX_WEB_SEARCH_MAX_USES}"
+        raise SettingsError(f"{key} {WEB_SEARCH_MAX_USES_KEY} must be {limit}, not {uses!r}")
 
 
 def default_max_tokens(model: str) -> int:

@@ -27,7 +27,7 @@ from app.storage.models import (
     WorkstreamState,
 )
 from app.storage.types import storable
-from app.tools import search_plan, tool_search
+from app.tools import native_search, search_plan, tool_search
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
 from app.tools.pipeline import PreparedCall, prepare_call
@@ -82,6 +82,7 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
         try:
             schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
+            schemas = native_search.swap(schemas, model, _may_search(rt, ws.kind, tools, last_step))
             delta = _publisher(rt, ws.id, fence, best_effort=True)
             reply = _stream(rt, model, history, schemas, publish, delta, step, cancelled)
         except ModelError as exc:
@@ -96,6 +97,14 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
 
 
 Publish = Callable[..., int | None]
+
+
+def _may_search(rt: Runtime, kind: str, tools: toolsets.ToolSet, last_step: str | None) -> bool:
+    """Whether the step may search the web natively: the kind is offered web_search, and this
+    is not a last step stripped of its tools."""
+    definition = rt.registry.definition(native_search.TOOL)
+    stripped = bool(last_step) and not tools.visible
+    return definition is not None and definition.is_for_kind(kind) and not stripped
 
 
 def _stream(

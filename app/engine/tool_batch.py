@@ -150,6 +150,7 @@ def _context(
         db=rt.db,
         publish=publish,
         fetcher=rt.fetcher,
+        mcp=rt.mcp.manager if rt.mcp is not None else None,
         start_task=lambda prompt: subagents.start(rt, ws, fence.turn_id, row, prompt),
     )
 

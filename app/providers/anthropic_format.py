@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.providers.citations import split_tools
 from app.providers.content import SERVER_BLOCKS, split, text_of
 
 # Anthropic's server-side BM25 tool search; offered whenever some tool is `defer_loading`.
 TOOL_SEARCH_TOOL = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
 TOOL_SEARCH_BETA = "advanced-tool-use-2025-11-20"
+# Anthropic's server-side web search; offered in our web_search's place to a model that has it.
+WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search"}
 
 # Anthropic needs `tool_use.input` to be an object. Arguments that are not a
 # JSON object are kept, under this key, so the model still sees what it sent.
@@ -45,9 +48,10 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
 
 def convert_tools(tools: list[dict]) -> list[dict]:
     """Anthropic tool definitions; deferred ones keep `defer_loading`, and bring the
-    server's tool search tool with them."""
-    converted = []
-    for tool in tools:
+    server's tool search tool with them; the native search entry becomes its web search tool."""
+    functions, native_search = split_tools(tools)
+    converted: list[dict[str, Any]] = []
+    for tool in functions:
         function = tool["function"]
         entry = {
             "name": function["name"],
@@ -59,7 +63,37 @@ def convert_tools(tools: list[dict]) -> list[dict]:
         converted.append(entry)
     if any(t.get("defer_loading") for t in converted):
         converted.append(dict(TOOL_SEARCH_TOOL))
+    if native_search is not None:
+        converted.append({**WEB_SEARCH_TOOL, "max_uses": native_search["max_uses"]})
     return converted
+
+
+def has_web_search(tools: list[dict]) -> bool:
+    return any(t.get("type") == WEB_SEARCH_TOOL["type"] for t in tools)
+
+
+def without_web_search(turns: list[dict]) -> list[dict]:
+    """The turns with earlier web searches reduced to their text, for a request that does not
+    offer the web search tool (the model's capability was turned off): the API refuses search
+    blocks, and citations into them, that no offered tool explains."""
+    out = []
+    for turn in turns:
+        blocks = [_plain(b) for b in turn["content"] if not _is_web_search_block(b)]
+        if blocks:
+            out.append({**turn, "content": blocks})
+    return out
+
+
+def _is_web_search_block(block: dict) -> bool:
+    if block.get("type") == "server_tool_use":
+        return block.get("name") == WEB_SEARCH_TOOL["name"]
+    return block.get("type") == "web_search_tool_result"
+
+
+def _plain(block: dict) -> dict:
+    if block.get("type") != "text" or "citations" not in block:
+        return block
+    return {k: v for k, v in block.items() if k != "citations"}
 
 
 def has_tool_search(tools: list[dict]) -> bool:
@@ -87,9 +121,12 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
             }
         ]
     # What the server ran itself (its tool search and the references it returned) goes
-    # back as it came, ahead of the text and the calls that followed from it.
-    blocks: list[dict] = [dict(b) for b in message.get(SERVER_BLOCKS) or []]
-    text = text_of(message.get("content"))
+    # back as it came, ahead of the text and the calls that followed from it. A reply
+    # that could search the web kept its text blocks there too, in order, with their
+    # citations: then they are the text, and the stored content (which ends with the
+    # cited sources as links, for people) is not sent again.
+    blocks = _answered(message.get(SERVER_BLOCKS) or [])
+    text = "" if any(b.get("type") == "text" for b in blocks) else text_of(message.get("content"))
     if text:  # the API rejects empty text blocks
         blocks.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or []:
@@ -103,6 +140,13 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
             }
         )
     return blocks
+
+
+def _answered(server_blocks: list[dict]) -> list[dict]:
+    """The stored server blocks, less any server call whose result never came (a reply cut off
+    by a cancel between the two): the API refuses a `server_tool_use` left without one."""
+    answered = {b.get("tool_use_id") for b in server_blocks if b.get("type") != "server_tool_use"}
+    return [dict(b) for b in server_blocks if b.get("type") != "server_tool_use" or b.get("id") in answered]
 
 
 def _result_content(content: Any, supports_vision: bool) -> str | list[dict]:

@@ -17,8 +17,10 @@ from app.providers.anthropic_format import (
     convert_messages,
     convert_tools,
     has_tool_search,
+    has_web_search,
     system_text,
     tool_input,
+    without_web_search,
 )
 from app.providers.base import (
     api_key_for,
@@ -26,6 +28,7 @@ from app.providers.base import (
     sdk_failures,
     truncated_failure,
 )
+from app.providers.citations import Sources
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.failure import AttemptFailedError, server_message
@@ -77,6 +80,8 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
         params["tools"] = convert_tools(tools)
         if has_tool_search(params["tools"]):
             params["extra_headers"] = {"anthropic-beta": TOOL_SEARCH_BETA}
+    if not has_web_search(params.get("tools", [])):
+        params["messages"] = without_web_search(params["messages"])
     return params
 
 
@@ -95,8 +100,9 @@ def attempt(
     params = request_params(model, messages, tools)
     # Unlike the openai SDK, this one lets transport errors out of a stream unwrapped.
     failures = sdk_failures(anthropic, timeout_seconds, transport_errors=(httpx2.TransportError,))
+    keep_text = has_web_search(params.get("tools", []))
     with failures, _create(client, params) as stream:
-        yield from _events(stream, should_stop)
+        yield from _events(stream, should_stop, keep_text=keep_text)
 
 
 def _create(client: Any, params: dict) -> Any:
@@ -134,13 +140,32 @@ class _PartialToolUse:
         return events.server_block({**self.server_block, "input": tool_input(self.json_text)})
 
 
+@dataclass
+class _PartialText:
+    """A text block as it streams, with the citations that came with it (web search)."""
+
+    text: str = ""
+    citations: list[dict[str, Any]] | None = None
+
+    def block(self) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "text", "text": self.text}
+        if self.citations:
+            block["citations"] = self.citations
+        return block
+
+
 # Blocks the client reads itself; any other block is the server's own (a server tool's
 # call or result) and is kept as it came, to be sent back.
 CLIENT_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
 
 
-def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent]:
+def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = False) -> Iterator[ModelEvent]:
+    """The reply's events. With `keep_text` (the server could search the web) each text block
+    is also kept whole, citations included, as a server block, so that the reply goes back
+    exactly as it came; the pages cited are added to the text as links at the end."""
     tool_uses: dict[int, _PartialToolUse] = {}
+    texts: dict[int, _PartialText] = {}
+    sources = Sources()
     stop_reason: str | None = None
     usage = {"input_tokens": 0, "output_tokens": 0}
     is_complete = False
@@ -149,6 +174,8 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
             return
         if event.type == "message_start":
             _add_usage(usage, event.message.usage)
+        elif event.type == "content_block_start" and event.content_block.type == "text":
+            texts[event.index] = _PartialText(citations=_citations(event.content_block, sources))
         elif event.type == "content_block_start" and event.content_block.type == "tool_use":
             block = event.content_block
             tool_uses[event.index] = _PartialToolUse(id=block.id, name=block.name)
@@ -158,9 +185,13 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         elif event.type == "content_block_start" and event.content_block.type not in CLIENT_BLOCK_TYPES:
             yield events.server_block(_as_dict(event.content_block))
         elif event.type == "content_block_delta":
-            yield from _delta_events(event.index, event.delta, tool_uses)
+            yield from _delta_events(event.index, event.delta, tool_uses, texts.get(event.index), sources)
         elif event.type == "content_block_stop" and event.index in tool_uses:
             yield tool_uses.pop(event.index).complete()
+        elif event.type == "content_block_stop" and event.index in texts:
+            text = texts.pop(event.index)
+            if keep_text and text.text:  # the API refuses empty text blocks
+                yield events.server_block(text.block())
         elif event.type == "message_delta":
             stop_reason = event.delta.stop_reason or stop_reason
             if event.usage is not None:
@@ -169,6 +200,8 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
             is_complete = True
     if not is_complete:
         raise AttemptFailedError(truncated_failure())
+    if cited := sources.text():
+        yield events.content(cited)
     yield events.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
 
 
@@ -188,9 +221,32 @@ def _add_usage(usage: dict[str, int], reported: Any) -> None:
         usage[key] = value
 
 
-def _delta_events(index: int, delta: Any, tool_uses: dict[int, _PartialToolUse]) -> Iterator[ModelEvent]:
+def _citations(block: Any, sources: Sources) -> list[dict[str, Any]] | None:
+    """A text block's opening citations (usually none: they come as deltas), noted as sources."""
+    given = getattr(block, "citations", None)
+    if not given:
+        return None
+    citations = [_as_dict(c) for c in given]
+    for citation in citations:
+        sources.add(citation.get("url"), citation.get("title"))
+    return citations
+
+
+def _delta_events(
+    index: int,
+    delta: Any,
+    tool_uses: dict[int, _PartialToolUse],
+    text: _PartialText | None,
+    sources: Sources,
+) -> Iterator[ModelEvent]:
     if delta.type == "text_delta" and delta.text:
+        if text is not None:
+            text.text += delta.text
         yield events.content(delta.text)
+    elif delta.type == "citations_delta" and text is not None:
+        citation = _as_dict(delta.citation)
+        text.citations = [*(text.citations or []), citation]
+        sources.add(citation.get("url"), citation.get("title"))
     elif delta.type == "thinking_delta" and delta.thinking:
         yield events.reasoning(delta.thinking)
     elif delta.type == "input_json_delta" and index in tool_uses:

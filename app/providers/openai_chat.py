@@ -17,6 +17,7 @@ from app.providers.base import (
     sdk_failures,
     truncated_failure,
 )
+from app.providers.citations import Sources, cited, split_tools
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.failure import AttemptFailedError, server_message
@@ -55,8 +56,11 @@ def request_params(
     }
     if ask_usage:  # a streamed reply reports usage only when asked
         params["stream_options"] = {"include_usage": True}
-    if tools:
-        params["tools"] = tools
+    functions, native_search = split_tools(tools)
+    if functions:
+        params["tools"] = functions
+    if native_search is not None:  # a search model: it searches before it answers, no tool call
+        params["web_search_options"] = {}
     if model.max_tokens is not None:
         # Hosted OpenAI's reasoning models refuse the older name; other servers
         # (vLLM, llama.cpp, ...) have long known `max_tokens`, not all the newer one.
@@ -118,6 +122,7 @@ class _PartialCall:
 
 def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent]:
     calls: dict[int, _PartialCall] = {}
+    sources = Sources()  # the pages a search model cited (url_citation annotations)
     finish_reason: str | None = None
     usage: dict[str, int] = {}
     for chunk in stream:
@@ -126,10 +131,12 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         if chunk.usage is not None:
             usage = _usage(chunk.usage)
         for choice in chunk.choices:
-            yield from _delta_events(choice.delta, calls)
+            yield from _delta_events(choice.delta, calls, sources)
             finish_reason = choice.finish_reason or finish_reason
     if finish_reason is None:
         raise AttemptFailedError(truncated_failure())
+    if text := sources.text():
+        yield events.content(text)
     # Tool calls go out whole, in the order the model made them.
     for index in sorted(calls):
         yield events.tool_call(calls[index].complete())
@@ -147,9 +154,14 @@ def _usage(reported: Any) -> dict[str, int]:
     return usage
 
 
-def _delta_events(delta: Any, calls: dict[int, _PartialCall]) -> Iterator[ModelEvent]:
+def _delta_events(delta: Any, calls: dict[int, _PartialCall], sources: Sources) -> Iterator[ModelEvent]:
     if delta is None:
         return
+    # Not a declared field of the SDK's delta: a search model's citations arrive as plain
+    # dicts, on the delta that carries the cited text or on a later one.
+    annotations = getattr(delta, "annotations", None)
+    for url, title in cited(annotations if isinstance(annotations, list) else []):
+        sources.add(url, title)
     # vLLM and llama.cpp stream thinking as `reasoning_content`; others call it `reasoning`.
     thinking = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
     if isinstance(thinking, str) and thinking:

@@ -36,9 +36,10 @@ class ToolContext:
     `db` is the service's storage (tools that keep state: memories, watches);
     `publish(type, fields)` sends an event of this call to the workstream's clients
     (tagged with its `call_id`); `fetcher` is the guarded HTTP fetcher where the
-    service has one; `start_task(prompt)` starts a sub-agent on the prompt and gives its
-    workstream id (a `task_agent` call in a service's tool batch; None elsewhere). A
-    handler tested alone gets inert defaults for all of them.
+    service has one, `mcp` the worker's MCP manager; `start_task(prompt)` starts a
+    sub-agent on the prompt and gives its workstream id (a `task_agent` call in a
+    service's tool batch; None elsewhere). A handler tested alone gets inert defaults
+    for all of them.
     """
 
     ws_id: str
@@ -55,6 +56,7 @@ class ToolContext:
     db: Database | None = None
     publish: Callable[[str, dict[str, Any]], None] = _no_events
     fetcher: Any = None
+    mcp: Any = None  # app.mcp.manager.MCPManager: a worker's MCP connections (web_search's MCP backend)
     start_task: Callable[[str], str] | None = None
 
 

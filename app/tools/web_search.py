@@ -1,7 +1,8 @@
-"""The web_search tool: a query sent to the operator's SearxNG, the results given back as
-numbered `[title](url)` lines with their extracts. Offered only when a backend is configured.
-With a reranker selected, the backend's whole pool is reordered by relevance before the top
-results are cut; a reranker that fails changes nothing.
+"""The web_search tool: a query sent to the operator's SearxNG (or an MCP tool, `[tools]
+web_search_backend`), the results given back as numbered `[title](url)` lines with their
+extracts. Offered only when a backend is configured. With a reranker selected, the backend's
+whole pool is reordered by relevance before the top results are cut; a reranker that fails
+changes nothing. An MCP answer that is not a list of results is passed on as its text.
 """
 
 from __future__ import annotations
@@ -15,18 +16,23 @@ from app.settings import (
     WEB_SEARCH_MAX_RESULTS,
     WEB_SEARCH_SNIPPET_CHARS,
     ToolSettings,
+    web_search_mcp_target,
 )
 from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.mcp_search import MCPSearch
 from app.tools.searxng import CATEGORIES, Result, SearchError, SearxNG
 
 TOOL = "web_search"
 log = logging.getLogger(__name__)
-NO_BACKEND = "Error: web_search has no search backend: set [tools] searxng_url or TURNSTONE_SEARXNG_URL"
+NO_BACKEND = (
+    "Error: web_search has no search backend: set [tools] searxng_url or TURNSTONE_SEARXNG_URL, "
+    'or [tools] web_search_backend = "mcp:SERVER:TOOL"'
+)
 
 
 def is_available(settings: ToolSettings) -> bool:
     """Offered only with a backend: a tool that could only fail is not worth the model's attention."""
-    return bool(settings.searxng_url)
+    return web_search_mcp_target(settings.web_search_backend) is not None or bool(settings.searxng_url)
 
 
 def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
@@ -48,6 +54,8 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     if not is_available(ctx.settings):
         return _refused(clean, NO_BACKEND, header)
     preview = f"Search: {clean['query']}\nCategory: {category}; at most {count} result(s)"
+    if target := web_search_mcp_target(ctx.settings.web_search_backend):
+        preview += f"\nBackend: MCP server {target[0]!r}, tool {target[1]!r}"
     return Preparation(clean, header, preview=preview, needs_approval=True)
 
 
@@ -56,18 +64,28 @@ def _refused(args: dict[str, Any], error: str, header: str = TOOL) -> Preparatio
 
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-    url = ctx.settings.searxng_url
-    if not url:
+    if not is_available(ctx.settings):
         return ToolOutcome(NO_BACKEND, is_error=True)
     try:
-        results = SearxNG(url).search(args["query"], args.get("category", "general"))
+        results = _search(args, ctx)
     except SearchError as exc:
         return ToolOutcome(f"Error: web_search failed: {exc}", is_error=True)
+    if isinstance(results, str):  # an MCP tool's own text: it chose what to say
+        return ToolOutcome(results)
     pool = _reranked(args["query"], _distinct(results), ctx.settings)
     shown = pool[: args.get("max_results", WEB_SEARCH_DEFAULT_RESULTS)]
     if not shown:
         return ToolOutcome(f"No results for {args['query']!r}.")
     return ToolOutcome("\n".join(_line(n, result) for n, result in enumerate(shown, 1)))
+
+
+def _search(args: dict[str, Any], ctx: ToolContext) -> list[Result] | str:
+    target = web_search_mcp_target(ctx.settings.web_search_backend)
+    if target is None:
+        assert ctx.settings.searxng_url is not None
+        return SearxNG(ctx.settings.searxng_url).search(args["query"], args.get("category", "general"))
+    backend = MCPSearch(ctx.mcp, *target, timeout=float(ctx.settings.mcp_call_timeout))
+    return backend.search(args["query"], ctx.is_cancelled)
 
 
 def _distinct(results: list[Result]) -> list[Result]:

@@ -52,6 +52,10 @@ def services(
     config.write_text(
         '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
         f'path = "{tmp / "fake-tools.json"}"\n'
+        # a model that searches the web itself (Anthropic's server tool): its sources are links
+        f'[models.claude_web]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
+        f'base_url = "{model_server.anthropic_base_url}"\n'
+        "[models.claude_web.capabilities]\nsupports_web_search = true\n"
     )
     svc.env["TURNSTONE_CONFIG"] = str(config)
     try:

@@ -2,7 +2,7 @@
 
     python -m tests.fakes.mcp_server --control DIR [--http PORT]
 
-It offers tools (`echo`, `fail`, `big`, `crash`, `hang`, `slow_echo`), a resource,
+It offers tools (`echo`, `fail`, `big`, `crash`, `hang`, `slow_echo`, `search`), a resource,
 a resource template and a prompt, and declares `listChanged` for all three. The
 test drives it through files in DIR:
 
@@ -61,6 +61,24 @@ class FakeServer:
             self._log("calls.log", f"slow_echo {text}")
             await anyio.sleep(seconds)
             return f"echo: {text}"
+
+        @server.tool(
+            description="Search the web (fake): results as JSON; a query starting 'plain' gets text."
+        )
+        def search(query: str) -> str:
+            self._log("calls.log", f"search {query}")
+            if query.startswith("plain"):
+                return f"Plain answer about {query!r}: see https://plain.example/answer"
+            words = query.split() or ["nothing"]
+            results = [
+                {
+                    "title": f"{w.title()} guide",
+                    "url": f"https://{w}.example/guide",
+                    "snippet": f"All about {w}.",
+                }
+                for w in words
+            ]
+            return json.dumps({"results": results})
 
         @server.tool(description="Always fails.")
         def fail(reason: str) -> str:

@@ -68,6 +68,23 @@ class ServerToolSearch:
 
 
 @dataclass(frozen=True)
+class WebSearch:
+    """The provider's own web search, as the fake runs it: what it searched, the pages it
+    found (title, url), and the answer's parts after the search, each citing the page at
+    that index (None: not cited). On the Anthropic wire: a server_tool_use block, a
+    web_search_tool_result block, then one text block per part with its citation; on the
+    OpenAI wire: the parts as text, and a last delta of url_citation annotations."""
+
+    query: str
+    pages: list[tuple[str, str]] = field(default_factory=list)
+    parts: list[tuple[str, int | None]] = field(default_factory=list)
+    id: str | None = None
+
+    def text(self) -> str:
+        return "".join(text for text, _page in self.parts)
+
+
+@dataclass(frozen=True)
 class Reply:
     """One scripted answer: text (in `chunks` if given), reasoning, tool calls, or an error.
 
@@ -98,6 +115,7 @@ class Reply:
     output_tokens: int | None = None
     cached_tokens: int = 0
     tool_search: ServerToolSearch | None = None  # Anthropic wire only: its blocks come first
+    web_search: WebSearch | None = None  # after `text`, before any tool call
 
     def __post_init__(self) -> None:
         if self.break_how not in BREAK_KINDS:
@@ -347,6 +365,8 @@ def _openai_sse(reply: Reply, body: dict) -> Iterator[str]:
     if reply.break_after is not None:
         yield STREAM_BREAK
         return
+    if reply.web_search is not None:
+        yield from (chunk(delta) for delta in _openai_search_deltas(reply.text_pieces(), reply.web_search))
     for index, call in enumerate(reply.tool_calls):
         opening = {
             "index": index,
@@ -422,6 +442,8 @@ def _anthropic_blocks(reply: Reply) -> list[tuple[dict, list[dict | None]]]:
         if reply.break_after is not None:
             text.append(None)
         blocks.append(({"type": "text", "text": ""}, text))
+    if reply.web_search is not None:
+        blocks.extend(_web_search_blocks(reply.web_search))
     for call in reply.tool_calls:
         opening = {"type": "tool_use", "id": _call_id(call, "toolu"), "name": call.name, "input": {}}
         pieces = _split(call.arguments_text(), ARGUMENT_PIECES)
@@ -443,6 +465,65 @@ def _tool_search_blocks(search: ServerToolSearch) -> list[tuple[dict, list[dict 
         },
     }
     return [(call, [{"type": "input_json_delta", "partial_json": p} for p in pieces]), (result, [])]
+
+
+def _web_search_blocks(search: WebSearch) -> list[tuple[dict, list[dict | None]]]:
+    """The search's call and its result (whole), then a text block per part: a cited part's
+    citation comes first, as a citations_delta, as Anthropic streams them."""
+    use_id = search.id or f"srvtoolu_{uuid.uuid4().hex[:16]}"
+    call = {"type": "server_tool_use", "id": use_id, "name": "web_search", "input": {}}
+    pieces = _split(json.dumps({"query": search.query}), ARGUMENT_PIECES)
+    found = [
+        {
+            "type": "web_search_result",
+            "title": title,
+            "url": url,
+            "encrypted_content": f"enc-{n}-{uuid.uuid5(uuid.NAMESPACE_URL, url).hex[:12]}",
+            "page_age": "April 30, 2025",
+        }
+        for n, (title, url) in enumerate(search.pages)
+    ]
+    result = {"type": "web_search_tool_result", "tool_use_id": use_id, "content": found}
+    blocks: list[tuple[dict, list[dict | None]]] = [
+        (call, [{"type": "input_json_delta", "partial_json": p} for p in pieces]),
+        (result, []),
+    ]
+    for text, page in search.parts:
+        deltas: list[dict | None] = []
+        if page is not None:
+            title, url = search.pages[page]
+            citation = {
+                "type": "web_search_result_location",
+                "cited_text": text.strip()[:150],
+                "url": url,
+                "title": title,
+                "encrypted_index": f"idx-{page}",
+            }
+            deltas.append({"type": "citations_delta", "citation": citation})
+        deltas.extend({"type": "text_delta", "text": p} for p in _words(text))
+        blocks.append(
+            (
+                {"type": "text", "text": "", "citations": []}
+                if page is not None
+                else {"type": "text", "text": ""},
+                deltas,
+            )
+        )
+    return blocks
+
+
+def _openai_search_deltas(before: list[str], search: WebSearch) -> Iterator[dict]:
+    """The parts as text deltas, then one delta with every cited part's url_citation."""
+    offset = len("".join(before))
+    annotations = []
+    for text, page in search.parts:
+        yield {"content": text}
+        if page is not None:
+            title, url = search.pages[page]
+            span = {"start_index": offset, "end_index": offset + len(text), "url": url, "title": title}
+            annotations.append({"type": "url_citation", "url_citation": span})
+        offset += len(text)
+    yield {"content": "", "annotations": annotations}
 
 
 def _error_body(wire: str, status: int, message: str, reply: Reply) -> dict[str, Any]:

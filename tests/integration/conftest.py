@@ -76,6 +76,13 @@ def services(
         f'[models.claude_search]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
         "[models.claude_search.capabilities]\nsupports_tool_search = true\n"
+        # models that search the web themselves: Anthropic's server tool, an OpenAI search model
+        f'[models.claude_web]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
+        f'base_url = "{model_server.anthropic_base_url}"\n'
+        "[models.claude_web.capabilities]\nsupports_web_search = true\nweb_search_max_uses = 2\n"
+        f'[models.gpt_search]\nprovider = "openai"\nmodel = "fake-search-preview"\n'
+        f'base_url = "{model_server.openai_base_url}"\n'
+        "[models.gpt_search.capabilities]\nsupports_web_search = true\n"
         # a tool source found at runtime, as an MCP server would be (tests write its file)
         '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
         f'path = "{tmp / "fake-tools.json"}"\n'
