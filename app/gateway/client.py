@@ -79,7 +79,9 @@ def _attempt(db: Database, settings: NotifySettings, wanted: NotifyRequest, post
     except httpx.HTTPError as exc:
         raise _Transient(f"the channel gateway could not be reached ({type(exc).__name__})") from None
     body = _json(response)
-    failed = [f"{f.get('channel')}: {f.get('error')}" for f in body.get("failed", []) if isinstance(f, dict)]
+    failed = [
+        str(f.get("error")) for f in body.get("failed", []) if isinstance(f, dict)
+    ]  # each names its channel
     if response.status_code == 200:
         return Outcome(True, n, [str(d) for d in body.get("delivered", [])], failed)
     detail = "; ".join(failed) or str(body.get("error", ""))[:500]

@@ -239,6 +239,13 @@ class Services:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
+    def kill_group(self, name: str) -> None:
+        """SIGKILL to a process and its children (a gunicorn master and its workers), as a
+        crash of the machine's process would: nothing of it answers any more."""
+        proc = self.processes.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
     def restart_web(self) -> None:
         """Kill the web process group outright (master and workers, as a crash would: every
         websocket drops) and start a new one on the same port."""
