@@ -19,6 +19,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.runtime import Runtime
     from app.web import access, websocket
     from app.web.accounts import accounts
+    from app.web.channels import channel_api
     from app.web.api import api
     from app.web.client import client
     from app.web.fanout import Fanout
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(mcp_api)
     flask_app.register_blueprint(memories)
     flask_app.register_blueprint(skills)
+    flask_app.register_blueprint(channel_api)
     websocket.init_app(flask_app)
     access.init_app(flask_app)  # every endpoint's rule (app/web/access.py), checked before its view
     _register_errors(flask_app)

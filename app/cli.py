@@ -18,7 +18,9 @@ PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turnstone-jobs")
     sub = parser.add_subparsers(dest="command", required=True)
-    run_cmd = sub.add_parser("run", help="run web, worker and beat (and a private Redis if none answers)")
+    run_cmd = sub.add_parser(
+        "run", help="run web, worker, beat, gateway (and a private Redis if none answers)"
+    )
     run_cmd.add_argument(
         "--host",
         default=DEFAULT_RUN_HOST,
@@ -136,7 +138,7 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
     from honcho.manager import Manager
 
     from app.localredis import PrivateRedis, is_reachable
-    from app.settings import MCP_CONFIG_ENV, SettingsError
+    from app.settings import GATEWAY_PORT_ENV, MCP_CONFIG_ENV, SettingsError
 
     env = dict(os.environ)
     if mcp_config:
@@ -155,6 +157,11 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
         )
     env.setdefault("PORT", str(settings.port))
     env["WEB_HOST"] = f"[{host}]" if ":" in host else host  # an IPv6 address needs brackets
+    # The gateway is found through the services table, not a known port: on a local run it
+    # takes a free one on loopback (other processes of this machine are its only callers).
+    env.setdefault("GATEWAY_HOST", "127.0.0.1")
+    if GATEWAY_PORT_ENV not in env:
+        env[GATEWAY_PORT_ENV] = str(_free_port(env["GATEWAY_HOST"]))
     # Beat's schedule only spaces out periodic runs: it need not outlive the run, nor
     # litter the folder it was started in.
     scratch = tempfile.TemporaryDirectory(prefix="turnstone-run-")
@@ -169,6 +176,14 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
             private.stop()
         scratch.cleanup()
     return int(manager.returncode or 0)
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

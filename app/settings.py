@@ -185,6 +185,33 @@ MCP_DEBOUNCE_SECONDS = 0.2  # list_changed pushes this close together make one r
 MCP_BACKOFF_FIRST_SECONDS = 1.0  # reconnect delay after a failure, doubled each time, +-20%
 MCP_BACKOFF_MAX_SECONDS = 60.0
 
+# notify and the channel gateway (app/gateway): the tool signs a short-lived service JWT and
+# posts to a gateway whose heartbeat in the `services` table is fresh.
+SERVICE_JWT_SECRET_ENV = "TURNSTONE_SERVICE_SECRET"  # unset: one generated once, kept in the database
+SERVICE_JWT_AUDIENCE = "turnstone-channel"
+SERVICE_JWT_ISSUER = "turnstone-jobs"
+SERVICE_JWT_SECONDS = 60  # a token's life: long enough for one delivery, too short to replay later
+SERVICE_JWT_LEEWAY_SECONDS = 5  # clock difference between the worker and the gateway tolerated
+GATEWAY_KIND = "channel-gateway"  # its `services.kind`
+GATEWAY_URL_ENV = "TURNSTONE_GATEWAY_URL"  # the address it advertises; default http://127.0.0.1:PORT
+GATEWAY_PORT_ENV = "GATEWAY_PORT"
+DEFAULT_GATEWAY_PORT = 8081
+DEFAULT_GATEWAY_HEARTBEAT_SECONDS = 10.0
+DEFAULT_GATEWAY_STALE_SECONDS = 30.0  # a gateway whose heartbeat is older is not used
+GATEWAY_MAX_BODY_BYTES = 64 * 1024
+DISCORD_BOT_TOKEN_ENV = "TURNSTONE_DISCORD_BOT_TOKEN"  # the gateway's bot, for channel_id targeting
+DEFAULT_DISCORD_API_BASE = "https://discord.com/api"
+DEFAULT_NTFY_BASE_URL = "https://ntfy.sh"
+NOTIFY_MAX_MESSAGE_CHARS = 2000  # the spec's; Discord's own limit for a message's content
+NOTIFY_MAX_TITLE_CHARS = 200
+NOTIFY_MAX_PER_TURN = 5  # successful notifications; failed ones do not count
+NOTIFY_RETRY_DELAYS = (1.0, 3.0)  # seconds before the second and the third attempt
+NOTIFY_CONNECT_TIMEOUT_SECONDS = 5.0
+NOTIFY_TIMEOUT_SECONDS = 30.0  # one attempt, the gateway's deliveries included
+DELIVERY_TIMEOUT_SECONDS = 10.0  # the gateway's one post to a platform
+MAX_CHANNELS_PER_USER = 20
+MAX_CHANNEL_URL_CHARS = 2048
+
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
 
@@ -196,6 +223,8 @@ SERVICE_SECRET_ENV = (
     "TURNSTONE_API_TOKEN",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    SERVICE_JWT_SECRET_ENV,
+    DISCORD_BOT_TOKEN_ENV,
 )
 
 
@@ -238,6 +267,35 @@ class RerankerSettings:
 
 
 @dataclass(frozen=True)
+class NotifySettings:
+    """The `[notify]` section and the gateway's environment: where platforms are, the secrets."""
+
+    discord_api_base: str = DEFAULT_DISCORD_API_BASE
+    ntfy_base_url: str = DEFAULT_NTFY_BASE_URL
+    allow_private_network: bool = False  # generic webhooks to private addresses (loopback included)
+    heartbeat_seconds: float = DEFAULT_GATEWAY_HEARTBEAT_SECONDS
+    stale_seconds: float = DEFAULT_GATEWAY_STALE_SECONDS
+    retry_delays: tuple[float, ...] = NOTIFY_RETRY_DELAYS
+    gateway_url: str | None = None  # None: http://127.0.0.1:GATEWAY_PORT
+    gateway_port: int = DEFAULT_GATEWAY_PORT
+    service_secret: str | None = field(default=None, repr=False)  # None: the database's
+    discord_bot_token: str | None = field(default=None, repr=False)
+
+    @property
+    def advertised_url(self) -> str:
+        return self.gateway_url or f"http://127.0.0.1:{self.gateway_port}"
+
+
+NOTIFY_CONFIG_KEYS = (
+    "discord_api_base",
+    "ntfy_base_url",
+    "allow_private_network",
+    "heartbeat_seconds",
+    "stale_seconds",
+)
+
+
+@dataclass(frozen=True)
 class ToolSettings:
     """The `[tools]` section."""
 
@@ -257,6 +315,7 @@ class ToolSettings:
     rerank_bm25_threshold: float = 0.0  # relevance floor (0-1) for reranked retrieval; 0: no floor
     reranker: RerankerSettings | None = None  # from `[roles] reranker`, not a `[tools]` key
     mcp_call_timeout: int = DEFAULT_MCP_CALL_TIMEOUT
+    notify: NotifySettings = field(default_factory=NotifySettings)  # from `[notify]`, not `[tools]`
 
 
 @dataclass(frozen=True)
@@ -304,6 +363,10 @@ class Settings:
         with JSON escaping; the engine's own check gives the precise 413."""
         return self.max_message_bytes * BODY_BYTES_PER_MESSAGE_BYTE + 4096
 
+    @property
+    def notify(self) -> NotifySettings:
+        return self.tools.notify
+
     def model(self, name: str | None = None) -> ModelSettings | None:
         """The named model, or the default one; None when it is not configured."""
         return self.models.get(name or self.default_model)
@@ -326,6 +389,7 @@ class Settings:
             tools = replace(tools, searxng_url=_searxng_url(env[SEARXNG_URL_ENV], SEARXNG_URL_ENV))
         models = _models(config.get("models", {}), env)
         tools = replace(tools, reranker=_reranker(config.get("roles", {}), models, tools))
+        tools = replace(tools, notify=_notify_settings(config.get("notify", {}), env))
         default_model = str(config.get("default_model", "default"))
         spec = env.get("TURNSTONE_MODEL")
         if spec:
@@ -379,7 +443,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
-    known = set(ToolSettings.__dataclass_fields__) - {"reranker"}
+    known = set(ToolSettings.__dataclass_fields__) - {"reranker", "notify"}
     unknown = set(section) - known
     if unknown:
         raise SettingsError(f"[tools]: unknown key(s) {', '.join(sorted(unknown))}")
@@ -633,3 +697,49 @@ def _memory_settings(section: Any) -> MemorySettings:
     if not isinstance(threshold, int | float) or isinstance(threshold, bool) or threshold < 0:
         raise SettingsError(f"[memory] inject_threshold must be a number, 0 or more, got {threshold!r}")
     return MemorySettings(inject_max=inject_max, inject_threshold=float(threshold))
+
+
+def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
+    """`[notify]` (platform addresses, the private-network switch, the gateway's clock) and the
+    environment: the service secret, the Discord bot token, the gateway's address."""
+    if not isinstance(section, Mapping):
+        raise SettingsError("[notify] must be a table")
+    unknown = set(section) - set(NOTIFY_CONFIG_KEYS)
+    if unknown:
+        raise SettingsError(f"[notify]: unknown key(s) {', '.join(sorted(unknown))}")
+    bases: dict[str, str] = {}
+    platforms = (("discord_api_base", DEFAULT_DISCORD_API_BASE), ("ntfy_base_url", DEFAULT_NTFY_BASE_URL))
+    for key, default in platforms:
+        url = _searxng_url(section.get(key, default), f"[notify] {key}")  # an http(s) base, no trailing /
+        if url is None:
+            raise SettingsError(f"[notify] {key} must not be empty")
+        bases[key] = url
+    allow = section.get("allow_private_network", False)
+    if not isinstance(allow, bool):
+        raise SettingsError("[notify] allow_private_network must be true or false")
+    clock: dict[str, float] = {}
+    clocks = (
+        ("heartbeat_seconds", DEFAULT_GATEWAY_HEARTBEAT_SECONDS),
+        ("stale_seconds", DEFAULT_GATEWAY_STALE_SECONDS),
+    )
+    for name, seconds in clocks:
+        key, value = name, section.get(name, seconds)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise SettingsError(f"[notify] {key} must be a positive number of seconds, not {_shown(value)}")
+        clock[key] = float(value)
+    if clock["stale_seconds"] <= clock["heartbeat_seconds"]:
+        raise SettingsError("[notify] stale_seconds must be longer than heartbeat_seconds")
+    gateway_url = env.get(GATEWAY_URL_ENV) or None
+    if gateway_url is not None:
+        gateway_url = _searxng_url(gateway_url, GATEWAY_URL_ENV)
+    return NotifySettings(
+        discord_api_base=bases["discord_api_base"],
+        ntfy_base_url=bases["ntfy_base_url"],
+        allow_private_network=allow,
+        heartbeat_seconds=clock["heartbeat_seconds"],
+        stale_seconds=clock["stale_seconds"],
+        gateway_url=gateway_url,
+        gateway_port=_int(env.get(GATEWAY_PORT_ENV, DEFAULT_GATEWAY_PORT), GATEWAY_PORT_ENV),
+        service_secret=env.get(SERVICE_JWT_SECRET_ENV) or None,
+        discord_bot_token=env.get(DISCORD_BOT_TOKEN_ENV) or None,
+    )

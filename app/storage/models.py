@@ -356,3 +356,55 @@ class PromptTemplate(SQLModel, table=True):
     enabled: bool = True
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ServiceRecord(SQLModel, table=True):
+    """A helper process that serves HTTP to the others (a channel gateway), and its heartbeat:
+    a caller picks one whose heartbeat is fresh."""
+
+    __tablename__ = "services"
+
+    id: str = Field(primary_key=True, max_length=32)
+    kind: str = Field(max_length=40, index=True)
+    url: str = Field(max_length=500)
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow, index=True)
+
+
+class ServiceKey(SQLModel, table=True):
+    """A secret the service's processes share when the environment gives none (the service JWT's,
+    on a local run): made once by whichever process needs it first; the primary key settles races."""
+
+    __tablename__ = "service_keys"
+
+    name: str = Field(primary_key=True, max_length=40)
+    secret: str = Field(max_length=200)  # never logged, never shown
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ChannelLink(SQLModel, table=True):
+    """A place a user is reached by notify: a Discord webhook or bot channel, a JSON webhook, an
+    ntfy topic. `target` holds secrets (webhook URLs carry tokens): the API shows it redacted."""
+
+    __tablename__ = "channel_links"
+
+    id: str = Field(primary_key=True, max_length=32)
+    user_id: str = Field(foreign_key="users.id", index=True, max_length=32)
+    channel_type: str = Field(max_length=16)  # discord, webhook, ntfy
+    target: dict[str, Any] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    label: str = Field(default="", max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Notification(SQLModel, table=True):
+    """One of a turn's notifications: a slot taken before the gateway is asked and given back when
+    every attempt failed, so that at most NOTIFY_MAX_PER_TURN succeed, across worker restarts."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (UniqueConstraint("turn_id", "slot"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    turn_id: str = Field(max_length=32, index=True)
+    slot: int
+    call_id: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)

@@ -120,6 +120,7 @@ def default_handlers() -> dict[str, ToolHandler]:
         diff_file,
         edit_file,
         memory,
+        notify,
         open_preview,
         read_file,
         recall,
@@ -147,6 +148,7 @@ def default_handlers() -> dict[str, ToolHandler]:
         memory,
         recall,
         skill,
+        notify,
     )
     return {module.__name__.rpartition(".")[2]: module for module in modules}
 

@@ -77,6 +77,10 @@ RULES: dict[str, Rule] = {
     "memories.get_memory": Rule(Scope.READ),
     "memories.put_memory": Rule(Scope.WRITE),
     "memories.delete_memory": Rule(Scope.WRITE),
+    # notify's channel links (app/web/channels.py): each user their own (the view checks the id)
+    "channels.list_channels": Rule(Scope.READ),
+    "channels.create_channel": Rule(Scope.WRITE),
+    "channels.delete_channel": Rule(Scope.WRITE),
     # skills (app/web/skills.py): anyone may read them; changing them is an admin's
     "skills.list_skills": Rule(Scope.READ),
     "skills.get_skill": Rule(Scope.READ),

@@ -9,6 +9,7 @@ import pytest
 
 from app.settings import Settings
 from app.taskqueue import TaskQueue, make_celery
+from tests.fakes.chat_platform import FakeChatPlatform
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.searxng import FakeSearxNG
@@ -17,6 +18,7 @@ from tests.integration.client import Api, EventSocket
 from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, postgres_available
 
 BACKENDS = ["sqlite", "postgresql"]
+BOT_TOKEN = "bot-token-for-the-fake-discord-0123456789"
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +44,13 @@ def reranker_server() -> Iterator[FakeReranker]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def chat_platform_server() -> Iterator[FakeChatPlatform]:
+    server = FakeChatPlatform()
+    yield server
+    server.close()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def services(
     request: pytest.FixtureRequest,
@@ -49,6 +58,7 @@ def services(
     model_server: FakeModelServer,
     searxng_server: FakeSearxNG,
     reranker_server: FakeReranker,
+    chat_platform_server: FakeChatPlatform,
 ) -> Iterator[Services]:
     if request.param == "postgresql" and not postgres_available():  # raises under CI
         pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (set TEST_PG_ADMIN_URL)")
@@ -88,6 +98,14 @@ def services(
         f'path = "{tmp / "fake-tools.json"}"\n'
     )
     config.write_text(config.read_text() + '[roles]\nreranker = "ranker"\n')
+    # notify's platforms: the fake chat platform (a loopback server, so private addresses are let
+    # through); a fast heartbeat, so that a killed gateway is soon passed over
+    config.write_text(
+        config.read_text() + f'[notify]\ndiscord_api_base = "{chat_platform_server.discord_api_base}"\n'
+        f'ntfy_base_url = "{chat_platform_server.ntfy_base_url}"\n'
+        "allow_private_network = true\nheartbeat_seconds = 1\nstale_seconds = 5\n"
+    )
+    svc.env["TURNSTONE_DISCORD_BOT_TOKEN"] = BOT_TOKEN  # a secret: never in tool output
     svc.env["TURNSTONE_CONFIG"] = str(config)
     svc.env["TJ_TEST_RERANK_KEY"] = "rk-fake-rerank-key"
     svc.env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-for-tests"
@@ -157,14 +175,23 @@ def open_socket(services: Services) -> Iterator:  # type: ignore[type-arg]
         sock.close()
 
 
+@pytest.fixture
+def chat_platform(chat_platform_server: FakeChatPlatform) -> Iterator[FakeChatPlatform]:
+    chat_platform_server.reset()
+    yield chat_platform_server
+    chat_platform_server.reset()
+
+
 @pytest.fixture(autouse=True)
 def _worker_running(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test that kills the worker gets a fresh one for the tests after it."""
+    """A test that kills the worker (or the gateway) gets a fresh one for the tests after it."""
     yield
     if "services" in request.fixturenames:
         svc: Services = request.getfixturevalue("services")
         if "worker" not in svc.processes:
             svc.start_worker()
+        if "gateway" not in svc.processes:
+            svc.start_gateway()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,4 +1,5 @@
-"""The real parts an integration test runs against: web (gunicorn), Celery worker, beat.
+"""The real parts an integration test runs against: web (gunicorn), Celery worker, beat, and
+notify's channel gateway (gunicorn).
 
 Each runs as its own process, as in production, against a real Redis database
 number (of the test Redis, or of a private one when nothing answers there) and a
@@ -118,6 +119,8 @@ class Services:
         self._clear_redis()
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
+        self.gateway_port = free_port()
+        self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
         self.workdir = tmp / "work"
         self.workdir.mkdir(exist_ok=True)
         self.env = {
@@ -136,6 +139,7 @@ class Services:
             "TURNSTONE_WATCH_POLL_SECONDS": "1",  # beat's pass over due watches (15 s in production)
             "TURNSTONE_MODEL_RETRIES": "1",
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
+            "GATEWAY_PORT": str(self.gateway_port),
             "PYTHONUNBUFFERED": "1",
             # the test-only tool source (tests/fakes/tool_source.py) is loaded by the worker
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -155,6 +159,7 @@ class Services:
         self.start_web()
         self.start_worker()
         self.start_beat()
+        self.start_gateway()
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
@@ -218,10 +223,27 @@ class Services:
             ],
         )
 
+    def start_gateway(self) -> None:
+        """notify's channel gateway, as the Procfile runs it; ready once it has registered itself
+        in the services table (its /health names the row)."""
+        self._spawn(
+            "gateway",
+            [str(BIN / "gunicorn"), "--workers", "1", "--threads", "8",
+             "--bind", self.gateway_url.removeprefix("http://"), "app.gateway:create_app()"],
+        )  # fmt: skip
+        self._wait(lambda: httpx.get(self.gateway_url + "/health", timeout=2).json()["service_id"], "gateway")
+
     def kill(self, name: str) -> None:
         """SIGKILL, as a crash would: no clean-up runs."""
         proc = self.processes.pop(name)
         os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def kill_group(self, name: str) -> None:
+        """SIGKILL to a process and its children (a gunicorn master and its workers), as a
+        crash of the machine's process would: nothing of it answers any more."""
+        proc = self.processes.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
     def restart_web(self) -> None:

@@ -143,6 +143,7 @@ def fill(path: str, world: World, method: str = "GET") -> str:
         "watch_id": lambda: world.watch_id,
         "name": lambda: "no-such-name",  # an MCP server's, a skill's
         "memory_id": lambda: "no-such-memory",
+        "channel_id": lambda: "no-such-channel",
         "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
         "filename": lambda: "style.css",
         "path": lambda: "style.css",

@@ -72,6 +72,9 @@ def test_run_starts_web_worker_and_beat_on_a_private_redis(tmp_path, model_serve
         sock = EventSocket(base, "local-run-token", ws_id)  # the token in the query string
         sock.wait_turn_end()
         sock.close()
+        gateways = _healthy_gateways(tmp_path / "turnstone-jobs.db")  # the Procfile's gateway registered
+        assert len(gateways) == 1 and gateways[0].startswith("http://127.0.0.1:"), gateways
+        assert httpx.get(gateways[0] + "/health", timeout=5).json()["status"] == "ok"
         private = [line for line in (tmp_path / "run.log").read_text().splitlines() if "private one" in line]
         assert private, "the run should say it started a private Redis"
         private_url = private[0].rsplit(" ", 1)[-1]
@@ -90,6 +93,21 @@ def test_run_starts_web_worker_and_beat_on_a_private_redis(tmp_path, model_serve
     assert "0.0.0.0" not in logs
     # ...and leaves nothing of beat's behind in the folder it ran in.
     assert not [p.name for p in tmp_path.iterdir() if "beat" in p.name], list(tmp_path.iterdir())
+
+
+def _healthy_gateways(db_file: Path) -> list[str]:
+    from app.gateway.registry import healthy_urls
+    from app.settings import GATEWAY_KIND
+    from app.storage.database import Database
+
+    db = Database(f"sqlite:///{db_file}")
+    try:
+        deadline = time.monotonic() + 30
+        while not (urls := healthy_urls(db, GATEWAY_KIND, 30)) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        return urls
+    finally:
+        db.dispose()
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen, log: Path) -> dict:

@@ -87,7 +87,17 @@ def test_empty_arguments_reach_the_handler_as_an_empty_object(tmp_path):
 def test_unknown_tool_is_an_error_item_naming_only_offered_tools(tmp_path):
     call = prepare_call(build_registry(), "c1", "launch_missiles", "{}", context(tmp_path))
     offered = ", ".join(
-        ["bash", "diff_file", "edit_file", "memory", "open_preview", "read_file", "recall", "search"]
+        [
+            "bash",
+            "diff_file",
+            "edit_file",
+            "memory",
+            "notify",
+            "open_preview",
+            "read_file",
+            "recall",
+            "search",
+        ]
         + ["skill", "task_agent", "watch"]
         + ["web_fetch", "web_search", "write_file"]
     )

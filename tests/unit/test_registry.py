@@ -135,6 +135,7 @@ def test_only_tools_with_a_handler_are_offered():
         "diff_file",
         "edit_file",
         "memory",
+        "notify",
         "open_preview",
         "read_file",
         "recall",

@@ -56,6 +56,9 @@ export const api = {
   mcpRefresh: (server) => call("POST", "/mcp/refresh", server ? { server } : {}),
   memories: (q) => call("GET", `/memories${q ? `?q=${encodeURIComponent(q)}` : ""}`).then((d) => d.memories),
   deleteMemory: (id) => call("DELETE", `/memories/${encodeURIComponent(id)}`),
+  channels: () => call("GET", "/channels").then((d) => d.channels),
+  linkChannel: (body) => call("POST", "/channels", body),
+  unlinkChannel: (id) => call("DELETE", `/channels/${encodeURIComponent(id)}`),
 };
 
 // A file as multipart/form-data (the browser writes the boundary).

@@ -6,6 +6,7 @@ import { bindKeys } from "./keys.js";
 import { PreviewPane } from "./preview.js";
 import { McpPanel } from "./mcp.js";
 import { bindMemoriesPanel } from "./memories.js";
+import { bindChannelsPanel } from "./channels.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
 import { WatchesPanel } from "./watches.js";
@@ -273,7 +274,26 @@ bindMemoriesPanel(
   },
   { onError: handleError },
 );
-bindKeys({ view, messageBox: box, dialogs: [$("login"), $("create"), $("help"), $("mcp"), $("memories")], showHelp });
+bindChannelsPanel(
+  {
+    dialog: $("channels"),
+    openButton: $("show-channels"),
+    close: $("channels-close"),
+    list: $("channels-list"),
+    form: $("channel-form"),
+    kind: $("channel-kind"),
+    target: $("channel-target"),
+    label: $("channel-label"),
+    error: $("channel-error"),
+  },
+  { onError: handleError },
+);
+bindKeys({
+  view,
+  messageBox: box,
+  dialogs: [$("login"), $("create"), $("help"), $("mcp"), $("memories"), $("channels")],
+  showHelp,
+});
 
 window.addEventListener("hashchange", () => {
   const id = hashWorkstream();

@@ -1,0 +1,53 @@
+"""The notify tool: a message to a person's linked channels, or to a Discord channel, through the
+channel gateway (app/gateway). Auto-approved; at most 5 successful notifications per turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.gateway import client, quota
+from app.gateway.request import NotifyRequest, RequestError
+from app.settings import NOTIFY_MAX_PER_TURN
+from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.environment import redact
+
+PREVIEW_CHARS = 300
+
+
+def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
+    try:
+        wanted = NotifyRequest.from_fields(args)
+    except RequestError as exc:
+        return Preparation(dict(args), "notify", needs_approval=False, error=f"Error: {exc}")
+    return Preparation(
+        wanted.as_body(), f"notify {wanted.target}", wanted.rendered[:PREVIEW_CHARS], needs_approval=False
+    )
+
+
+def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    if ctx.db is None or ctx.turn_id is None:
+        return ToolOutcome("Error: notify needs the service (its storage and a turn)", True)
+    wanted = NotifyRequest.from_fields(args)
+    slot = quota.take(ctx.db, ctx.turn_id, ctx.call_id)
+    if slot is None:
+        return ToolOutcome(
+            f"Error: notify is limited to {NOTIFY_MAX_PER_TURN} successful notifications per turn, "
+            f"and this turn has sent {NOTIFY_MAX_PER_TURN}; not sent",
+            True,
+        )
+    settings = ctx.settings.notify
+    outcome = client.send(ctx.db, settings, wanted, is_cancelled=ctx.is_cancelled)
+    if not outcome.ok:
+        quota.give_back(ctx.db, ctx.turn_id, slot)
+        tries = f"{outcome.attempts} attempt{'s' if outcome.attempts > 1 else ''}"
+        return ToolOutcome(_scrub(f"Error: notification not sent after {tries}: {outcome.reason}", ctx), True)
+    lines = [f"Notification sent to {wanted.target} via {', '.join(outcome.delivered)} "
+             f"({quota.used(ctx.db, ctx.turn_id)} of {NOTIFY_MAX_PER_TURN} this turn)."]  # fmt: skip
+    if outcome.failed:
+        lines.append("Not reached: " + "; ".join(outcome.failed))
+    return ToolOutcome(_scrub("\n".join(lines), ctx))
+
+
+def _scrub(text: str, ctx: ToolContext) -> str:
+    settings = ctx.settings.notify
+    return redact(text, [s for s in (settings.service_secret, settings.discord_bot_token) if s])
