@@ -1,5 +1,5 @@
 """The `turnstone-jobs` command: run the whole service locally, migrate; users, tokens and
-decisions (app/users/admin.py); calibrate the reranker."""
+decisions (app/users/admin.py); calibrate the reranker; chat, send, workstreams (turnstone_jobs)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     skills_sub = skills.add_subparsers(dest="skills_command", required=True)
     importer = skills_sub.add_parser("import", help="import SKILL.md folders (DIR, or the folders in it)")
     importer.add_argument("folder", metavar="DIR")
+    from turnstone_jobs import commandline
+
+    commandline.add_parsers(sub)  # chat, send, workstreams: clients of a running service
     args = parser.parse_args(argv)
+    if args.command in commandline.COMMANDS:
+        return commandline.run(args)
     if args.command == "rerank-calibrate":
         return rerank_calibrate(args.apply)
     if args.command == "skills":

@@ -1,0 +1,249 @@
+"""`turnstone-jobs chat` driven through a pseudo-terminal (pexpect) against the running service:
+answers stream block by block, a bash call asks y/n/a, Ctrl-C and /cancel stop a running turn,
+a socket dropped by a dying web process resumes without loss or repeat, hostile lines are
+refused without a crash."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from collections.abc import Callable, Iterator
+
+import pexpect
+import pytest
+
+from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.services import API_TOKEN, BIN
+
+pytestmark = pytest.mark.integration
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall("bash", {"command": command})
+
+
+class Repl:
+    """One `turnstone-jobs chat` in a terminal, with everything it printed kept."""
+
+    def __init__(self, child: pexpect.spawn, log: io.StringIO) -> None:
+        self.child = child
+        self.log = log
+        self.ws_id = ""
+        self.name = ""
+
+    def screen(self) -> str:
+        return ANSI.sub("", self.log.getvalue())
+
+    def expect(self, pattern: str, timeout: float = 30) -> None:
+        self.child.expect(pattern, timeout=timeout)
+
+    def prompt(self, timeout: float = 30) -> None:
+        self.child.expect_exact(f"{self.name}> ", timeout=timeout)
+
+    def say(self, line: str) -> None:
+        self.child.sendline(line)
+
+    def say_long(self, line: str, piece: int = 2000) -> None:
+        """A line longer than the terminal's buffers: typed in pieces, its echo read in between
+        (else both ends block on full buffers)."""
+        for start in range(0, len(line), piece):
+            self.child.send(line[start : start + piece])
+            with contextlib.suppress(pexpect.TIMEOUT):
+                self.child.read_nonblocking(1_000_000, timeout=0.05)
+        self.child.send("\r")
+
+
+@pytest.fixture
+def chat(services, tmp_path) -> Iterator[Callable[..., Repl]]:
+    started: list[Repl] = []
+
+    def start(*args: str) -> Repl:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TURNSTONE_")}
+        env.update(
+            TURNSTONE_URL=services.base_url,
+            TURNSTONE_TOKEN=API_TOKEN,
+            HOME=str(tmp_path),  # the line history file lands here
+            NO_COLOR="1",
+            TERM="xterm",
+        )
+        log = io.StringIO()
+        child = pexpect.spawn(
+            str(BIN / "turnstone-jobs"), ["chat", *args], env=env, encoding="utf-8",
+            codec_errors="replace", dimensions=(50, 220), timeout=30,
+        )  # fmt: skip
+        child.logfile_read = log
+        repl = Repl(child, log)
+        started.append(repl)
+        child.expect(r"workstream (.+?) \((\w+)\), model")
+        repl.name, repl.ws_id = child.match.group(1), child.match.group(2)
+        repl.prompt()
+        return repl
+
+    yield start
+    for repl in started:
+        repl.child.terminate(force=True)
+
+
+def test_an_answer_streams_as_rendered_markdown_block_by_block(chat, model, api):
+    repl = chat("--new", "stream")
+    model.enqueue(
+        Reply(chunks=["# Plan\n\nFirst **bold** paragraph.\n\n", "Second paragraph here."], chunk_delay=2.0)
+    )
+    repl.say("hello")
+    repl.expect("First")
+    assert "Second" not in repl.screen()  # the first block showed while the rest was on its way
+    repl.expect("Second paragraph here.")
+    repl.prompt()
+    screen = repl.screen()
+    assert "Plan" in screen and "**" not in screen and "# Plan" not in screen  # rendered, not raw
+    assert screen.count("Second paragraph here.") == 1
+    assert api.history(repl.ws_id)[-1]["content"].endswith("Second paragraph here.")
+
+
+def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(chat, model, api):
+    repl = chat("--new", "approvals")
+    model.enqueue(Reply(tool_calls=[bash("echo from-bash-$((40+2))")]))
+    model.enqueue(Reply(text="It printed the number."))
+    repl.say("run it")
+    repl.expect(r"allow bash \$ echo from-bash-\$\(\(40\+2\)\)\? \[y/n/a")
+    assert "from-bash-42" not in repl.screen()  # nothing ran before the answer
+    repl.say("y")
+    repl.expect("from-bash-42")
+    repl.expect("It printed the number.")
+    repl.prompt()
+    tool = [m for m in api.history(repl.ws_id) if m["role"] == "tool"][-1]
+    assert tool["content"] == "from-bash-42" and tool["decision"]["approved"] is True
+    model.enqueue(Reply(tool_calls=[bash("touch denied-file")]))
+    model.enqueue(Reply(text="Understood."))
+    repl.say("make a file")
+    repl.expect("allow bash")
+    repl.say("n not in this folder")
+    repl.expect("Denied by user: not in this folder")
+    repl.expect("Understood.")
+    repl.prompt()
+    assert model.history[-1].body["messages"][-1]["content"] == "Denied by user: not in this folder"
+
+
+def test_a_answers_always_and_the_next_call_runs_without_asking(chat, model, api):
+    repl = chat("--new", "always")
+    model.enqueue(Reply(tool_calls=[bash("echo first-call")]))
+    model.enqueue(Reply(text="one"))
+    repl.say("first")
+    repl.expect("allow bash")
+    repl.say("a")
+    repl.expect("always approved")
+    repl.prompt()
+    model.enqueue(Reply(tool_calls=[bash("echo second-call")]))
+    model.enqueue(Reply(text="two done"))
+    repl.say("second")
+    repl.expect("second-call")
+    repl.expect("two done")
+    repl.prompt()
+    assert repl.screen().count("allow bash") == 1
+    assert api.workstream(repl.ws_id)["auto_approve_tools"] == ["bash"]
+
+
+def test_ctrl_c_cancels_the_running_turn_and_a_second_one_leaves(chat, model, api):
+    repl = chat("--new", "interrupt", "--skip-permissions")
+    assert api.workstream(repl.ws_id)["auto_approve"] is True
+    model.enqueue(Reply(tool_calls=[bash("echo started-sleeping; sleep 60")]))
+    model.enqueue(Reply(text="never asked"))
+    repl.say("sleep a while")
+    repl.expect("started-sleeping")
+    repl.child.sendintr()
+    repl.expect("cancelling the turn")
+    repl.expect("turn cancelled")
+    repl.prompt()
+    ws = api.wait_idle(repl.ws_id, timeout=30)
+    assert ws["state"] == "idle"
+    assert "never asked" not in repl.screen()
+    repl.child.sendintr()
+    repl.expect("Ctrl-C again")
+    repl.child.sendintr()
+    repl.expect("bye")
+    repl.child.expect(pexpect.EOF)
+    repl.child.close()
+    assert repl.child.exitstatus == 0
+
+
+def test_slash_cancel_stops_a_turn_sent_by_another_client(chat, model, api, open_socket):
+    repl = chat("--new", "elsewhere", "--skip-permissions")
+    sock = open_socket(repl.ws_id)
+    model.enqueue(Reply(tool_calls=[bash("echo other-client; sleep 60")]))
+    api.send(repl.ws_id, "from the API")
+    sock.wait_type("tool_output_chunk")
+    repl.say("/cancel")
+    repl.expect("cancelling turn")
+    repl.expect("turn cancelled")
+    repl.prompt()
+    assert "other-client" in repl.screen()  # what the other client's turn printed, shown here
+    sock.wait_type("cancelled")
+    assert api.workstream(repl.ws_id)["state"] == "idle"
+
+
+def test_a_socket_dropped_by_a_dying_web_process_resumes_without_loss_or_repeat(chat, model, services):
+    repl = chat("--new", "resume")
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    model.enqueue(Reply(chunks=[f"Paragraph {w}.\n\n" for w in words], chunk_delay=1.0))
+    repl.say("talk slowly")
+    repl.expect("Paragraph alpha.")
+    services.restart_web()  # kills every socket; the worker goes on streaming into Redis
+    repl.expect("reconnected; resuming after event", timeout=60)
+    repl.expect("Paragraph foxtrot.", timeout=60)
+    repl.prompt()
+    screen = repl.screen()
+    assert [screen.count(f"Paragraph {w}.") for w in words] == [1] * len(words)
+
+
+def test_hostile_lines_at_the_prompt_are_refused_and_the_repl_goes_on(chat, model, api):
+    repl = chat("--new", "hostile")
+    repl.child.send("\x00\x00\r")  # readline drops NUL bytes (C-@ sets the mark): nothing is sent
+    repl.prompt()
+    os.write(repl.child.child_fd, b"bad \xff\xfe bytes\r")  # what no UTF-8 terminal sends
+    repl.expect("(not valid UTF-8|lone surrogate)")
+    repl.prompt()
+    repl.say_long("é" * 140_000)  # 280,000 bytes: over the 256 KiB a message may have
+    repl.expect("error: .*message", timeout=120)
+    repl.prompt()
+    repl.say("/nosuch")
+    repl.expect("unknown command /nosuch")
+    repl.say("/switch nosuchworkstream")
+    repl.expect("error: no workstream nosuchworkstream")
+    repl.say("/history many")
+    repl.prompt()
+    assert api.history(repl.ws_id) == []
+    model.enqueue(Reply(text="still answering"))
+    repl.say("are you there")
+    repl.expect("still answering")
+    repl.prompt()
+
+
+def test_slash_commands_show_workstreams_history_watches_mcp_and_skills(chat, model, api):
+    other = api.create_workstream(name="the other one")
+    repl = chat("--new", "commands")
+    model.enqueue(Reply(text="first answer"))
+    repl.say("first question")
+    repl.expect("first answer")
+    repl.prompt()
+    repl.say("/help")
+    repl.expect("/mcp refresh")
+    repl.say("/history")
+    repl.expect("user: first question")
+    repl.expect("assistant: first answer")
+    repl.say("/workstreams")
+    repl.expect(f"{other}  idle +the other one")
+    repl.say("/watches")
+    repl.expect("no watches")
+    repl.say("/mcp")
+    repl.expect("(MCP servers|tools)")
+    repl.say("/skill")
+    repl.prompt()
+    repl.say(f"/switch {other}")
+    repl.expect(f"workstream the other one \\({other}\\)")
+    repl.child.expect_exact("the other one> ")
+    repl.child.sendeof()
+    repl.child.expect(pexpect.EOF)

@@ -1,0 +1,183 @@
+"""turnstone_jobs.Client and AsyncClient against the running service: typed results, turns
+followed to their end with decisions made by a callback, an event stream that survives the web
+process dying, and errors a caller can tell apart (never a bare HTTP code)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.services import API_TOKEN, ROOT, free_port
+from turnstone_jobs import (
+    ApprovalNeededError,
+    AsyncClient,
+    AuthError,
+    Client,
+    ConflictError,
+    ConnectionError,
+    Decision,
+    InvalidRequestError,
+    NotFoundError,
+    TurnResult,
+    Workstream,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall("bash", {"command": command})
+
+
+@pytest.fixture
+def client(services):
+    with Client(services.base_url, API_TOKEN, reconnect_timeout=60) as c:
+        yield c
+
+
+def test_send_and_wait_decides_through_the_callback_and_returns_answer_and_results(client, model, workdir):
+    ws = client.create_workstream("py", working_dir=str(workdir))
+    assert isinstance(ws, Workstream) and ws.name == "py" and ws.state == "idle"
+    model.enqueue(Reply(text="Running it.", tool_calls=[bash("echo from-the-tool")]))
+    model.enqueue(Reply(chunks=["It ", "printed ", "from-the-tool."]))
+    asked = []
+    result = client.send_and_wait(ws.ws_id, "run echo", on_approval=lambda item: asked.append(item) or True)
+    assert isinstance(result, TurnResult) and result.ok
+    assert result.answer == "It printed from-the-tool."
+    [tool] = result.tool_results
+    assert (tool.name, tool.output, tool.is_error) == ("bash", "from-the-tool", False)
+    [item] = asked
+    assert item.func_name == "bash" and "echo from-the-tool" in item.preview and item.needs_approval
+    history = client.history(ws.ws_id)
+    assert [m.role for m in history.messages] == ["user", "assistant", "tool", "assistant"]
+    assert history.messages[-1].content == "It printed from-the-tool."
+    assert history.messages[2].raw["decision"]["via"] == "http"
+
+
+def test_a_denial_with_feedback_reaches_the_model_and_nothing_runs(client, model, workdir):
+    ws = client.create_workstream(working_dir=str(workdir))
+    model.enqueue(Reply(tool_calls=[bash("touch should-not-exist")]))
+    model.enqueue(Reply(text="fine, I will not"))
+    result = client.send_and_wait(
+        ws.ws_id, "make a file", on_approval=lambda _item: Decision(False, feedback="not here")
+    )
+    assert result.answer == "fine, I will not"
+    [tool] = result.tool_results
+    assert tool.is_error and tool.output == "Denied by user: not here"
+    assert not (workdir / "should-not-exist").exists()
+
+
+def test_without_a_callback_a_waiting_call_raises_and_the_turn_stays_parked(client, model, workdir):
+    ws = client.create_workstream(working_dir=str(workdir))
+    model.enqueue(Reply(tool_calls=[bash("echo parked")]))
+    model.enqueue(Reply(text="after the decision"))
+    with pytest.raises(ApprovalNeededError) as caught:
+        client.send_and_wait(ws.ws_id, "go", timeout=60)
+    [item] = caught.value.items
+    parked = client.workstream(ws.ws_id)
+    assert parked.state == "attention" and [p.call_id for p in parked.pending_approvals] == [item.call_id]
+    decided = client.approve(ws.ws_id, item.call_id)
+    assert decided.decided == [item.call_id] and decided.pending == []
+    with pytest.raises(ConflictError) as again:
+        client.deny(ws.ws_id, "call-that-is-not-pending")
+    assert again.value.status == 409 and "not pending" in again.value.message
+
+
+def test_async_client_follows_a_turn_with_an_async_callback_and_always(services, model, workdir):
+    async def scenario() -> tuple[TurnResult, TurnResult, Workstream]:
+        async with AsyncClient(services.base_url, API_TOKEN) as client:
+            ws = await client.create_workstream("async", working_dir=str(workdir))
+
+            async def always(_item):
+                return Decision(True, always=True)
+
+            model.enqueue(Reply(tool_calls=[bash("echo one")]))
+            model.enqueue(Reply(text="first done"))
+            first = await client.send_and_wait(ws.ws_id, "first", on_approval=always, timeout=60)
+            model.enqueue(Reply(tool_calls=[bash("echo two")]))
+            model.enqueue(Reply(text="second done"))
+            second = await client.send_and_wait(ws.ws_id, "second", timeout=60)  # no callback needed now
+            return first, second, await client.workstream(ws.ws_id)
+
+    first, second, ws = asyncio.run(scenario())
+    assert (first.answer, [r.output for r in first.tool_results]) == ("first done", ["one"])
+    assert (second.answer, [r.output for r in second.tool_results]) == ("second done", ["two"])
+    assert ws.raw["auto_approve_tools"] == ["bash"]
+
+
+def test_events_resume_after_the_web_process_dies_losing_and_repeating_nothing(
+    services, client, model, workdir
+):
+    ws = client.create_workstream(working_dir=str(workdir))
+    pieces = [f"w{i} " for i in range(24)]
+    model.enqueue(Reply(chunks=pieces, chunk_delay=0.25))  # six seconds of streaming
+    stream = client.events(ws.ws_id, after=client.history(ws.ws_id).last_event_id)
+    turn_id = client.send(ws.ws_id, "stream slowly").turn_id
+    seen = []
+    with stream:
+        while not any(e.type == "content" for e in seen):
+            seen.append(stream.next(timeout=30))
+        services.restart_web()  # every socket drops; the worker streams on into Redis
+        while not (seen[-1].type == "state_change" and seen[-1].get("state") == "idle"):
+            seen.append(stream.next(timeout=60))
+        assert stream.reconnects >= 1
+    ids = [e.id for e in seen]
+    assert ids == list(range(ids[0], ids[0] + len(ids)))  # every id once, none skipped
+    assert "".join(e.get("text") for e in seen if e.type == "content") == "".join(pieces)
+    assert all(e.turn_id == turn_id for e in seen)
+
+
+def test_errors_are_typed_and_say_what_went_wrong(services, client, workdir):
+    with pytest.raises(AuthError) as denied, Client(services.base_url, "not-a-token") as stranger:
+        stranger.workstreams()
+    assert denied.value.status == 401 and denied.value.message
+    with pytest.raises(NotFoundError, match="no workstream"):
+        client.send("nosuchworkstream", "hello")
+    ws = client.create_workstream(working_dir=str(workdir))
+    with pytest.raises(InvalidRequestError) as nul:
+        client.send(ws.ws_id, "a\x00b")
+    assert nul.value.field == "message" and "NUL" in nul.value.message
+    with pytest.raises(InvalidRequestError):
+        client.send(ws.ws_id, "\ud800 lone surrogate")
+    with pytest.raises(InvalidRequestError) as huge:
+        client.send(ws.ws_id, "x" * (300 * 1024))
+    assert huge.value.status == 413
+    with pytest.raises(InvalidRequestError, match="tool_search"):
+        client.create_workstream(tool_search={"mode": "sometimes"})
+    with pytest.raises(AuthError), Client(services.base_url, "not-a-token") as stranger:
+        next(iter(stranger.events(ws.ws_id)))
+    with pytest.raises(NotFoundError):
+        next(iter(client.events("nosuchworkstream")))
+    with pytest.raises(ConnectionError), Client(f"http://127.0.0.1:{free_port()}", API_TOKEN) as nowhere:
+        nowhere.workstreams()
+    assert client.workstream(ws.ws_id).state == "idle"  # nothing of that reached the workstream
+
+
+def _readme_example() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Terminal and Python clients", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "the README's client section has a python example"
+    return match.group(1)
+
+
+def test_the_readme_example_runs_against_the_service(services, model, workdir: Path):
+    code = _readme_example()
+    assert len(code.strip().splitlines()) <= 12
+    model.enqueue(Reply(tool_calls=[bash("ls")]))
+    model.enqueue(Reply(text="There is one file: notes.txt"))
+    (services.workdir / "notes.txt").write_text("hi")
+    env = {**os.environ, "TURNSTONE_URL": services.base_url, "TURNSTONE_TOKEN": API_TOKEN}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=workdir, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "There is one file: notes.txt" in done.stdout
+    assert "bash" in done.stdout and "notes.txt" in done.stdout  # the approved call and its output

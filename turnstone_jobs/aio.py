@@ -1,0 +1,283 @@
+"""The asyncio client: the same calls as Client, awaited; events as an async iterator."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from turnstone_jobs import config, protocol
+from turnstone_jobs.client import _decided
+from turnstone_jobs.errors import (
+    ApprovalNeededError,
+    ClientError,
+    ConflictError,
+    ConnectionError,
+    TimeoutError,
+)
+from turnstone_jobs.protocol import ws_path
+from turnstone_jobs.results import (
+    ApprovalItem,
+    DecisionResult,
+    Event,
+    History,
+    Message,
+    SendReceipt,
+    TurnResult,
+    Workstream,
+)
+
+AsyncOnApproval = Callable[[ApprovalItem], Any | Awaitable[Any]]
+
+
+class AsyncClient:
+    """`async with AsyncClient(url, token) as client:`; both default to the environment."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = config.DEFAULT_TIMEOUT,
+        reconnect_timeout: float = config.DEFAULT_RECONNECT_TIMEOUT,
+    ) -> None:
+        self.base_url = config.server_url(base_url)
+        self._token = config.token(token)
+        self.reconnect_timeout = reconnect_timeout
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        try:
+            r = await self._http.request(method, path, **protocol.request_args(body, headers))
+        except httpx.TimeoutException as exc:
+            raise TimeoutError(f"{self.base_url} did not answer in time ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"cannot reach {self.base_url}: {exc}") from None
+        return protocol.answer(r.status_code, r.text)
+
+    async def create_workstream(
+        self,
+        name: str | None = None,
+        *,
+        model: str | None = None,
+        auto_approve: bool = False,
+        working_dir: str | None = None,
+        tool_search: dict[str, Any] | None = None,
+        skill: str | None = None,
+    ) -> Workstream:
+        body = {
+            "name": name,
+            "model": model,
+            "auto_approve": auto_approve,
+            "working_dir": working_dir,
+            "tool_search": tool_search,
+            "skill": skill,
+        }
+        data = await self._call(
+            "POST", f"{protocol.API}/workstreams", {k: v for k, v in body.items() if v is not None}
+        )
+        return Workstream.from_json(data)
+
+    async def workstreams(self) -> list[Workstream]:
+        data = await self._call("GET", f"{protocol.API}/workstreams")
+        return [Workstream.from_json(w) for w in data["workstreams"]]
+
+    async def workstream(self, ws_id: str) -> Workstream:
+        return Workstream.from_json(await self._call("GET", ws_path(ws_id)))
+
+    async def history(self, ws_id: str) -> History:
+        data = await self._call("GET", ws_path(ws_id, "/history"))
+        messages = [Message.from_json(m) for m in data["messages"]]
+        return History(ws_id, int(data.get("last_event_id") or 0), messages)
+
+    async def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        data = await self._call("POST", ws_path(ws_id, "/send"), {"message": message}, headers=headers)
+        return SendReceipt(str(data["turn_id"]), str(data["status"]))
+
+    async def approve(
+        self,
+        ws_id: str,
+        call_id: str | None = None,
+        *,
+        feedback: str | None = None,
+        always: bool = False,
+        child_ws_id: str | None = None,
+    ) -> DecisionResult:
+        body = protocol.decision_body(True, call_id, feedback, always, child_ws_id)
+        return _decided(await self._call("POST", ws_path(ws_id, "/approve"), body))
+
+    async def deny(
+        self,
+        ws_id: str,
+        call_id: str | None = None,
+        *,
+        feedback: str | None = None,
+        child_ws_id: str | None = None,
+    ) -> DecisionResult:
+        body = protocol.decision_body(False, call_id, feedback, False, child_ws_id)
+        return _decided(await self._call("POST", ws_path(ws_id, "/approve"), body))
+
+    async def cancel(self, ws_id: str, turn_id: str | None = None) -> str:
+        data = await self._call("POST", ws_path(ws_id, "/cancel"), {"turn_id": turn_id} if turn_id else {})
+        return str(data["turn_id"])
+
+    def events(self, ws_id: str, after: int = 0) -> AsyncEventStream:
+        return AsyncEventStream(self.base_url, self._token, ws_id, after, self.reconnect_timeout)
+
+    async def send_and_wait(
+        self,
+        ws_id: str,
+        message: str,
+        on_approval: AsyncOnApproval | None = None,
+        timeout: float | None = None,
+    ) -> TurnResult:
+        """As Client.send_and_wait; `on_approval` may be a coroutine function."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        after = (await self.history(ws_id)).last_event_id
+        async with self.events(ws_id, after=after) as stream:
+            tracker = protocol.TurnTracker((await self.send(ws_id, message)).turn_id)
+            while not tracker.done:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"turn {tracker.turn_id} still running after {timeout} s")
+                for item in tracker.feed(await stream.next(timeout=left)):
+                    await self._decide(ws_id, tracker.turn_id, item, on_approval)
+        return tracker.result()
+
+    async def _decide(
+        self, ws_id: str, turn_id: str, item: ApprovalItem, on_approval: AsyncOnApproval | None
+    ) -> None:
+        if on_approval is None:
+            raise ApprovalNeededError(
+                f"{item.func_name} call {item.call_id} waits for a decision", turn_id, [item]
+            )
+        chosen = on_approval(item)
+        if asyncio.iscoroutine(chosen) or isinstance(chosen, Awaitable):
+            chosen = await chosen
+        decision = protocol.as_decision(chosen)
+        body = protocol.decision_body(
+            decision.approved, item.call_id, decision.feedback, decision.always, item.child_ws_id
+        )
+        with contextlib.suppress(ConflictError):
+            await self._call("POST", ws_path(ws_id, "/approve"), body)
+
+
+class AsyncEventStream:
+    """`async for event in client.events(ws_id)`: as EventStream, for asyncio."""
+
+    def __init__(
+        self, base_url: str, token: str | None, ws_id: str, after: int, reconnect_timeout: float
+    ) -> None:
+        self.base_url = base_url
+        self.ws_id = ws_id
+        self.cursor = protocol.Cursor(after)
+        self.reconnect_timeout = reconnect_timeout
+        self.reconnects = 0
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._conn: ClientConnection | None = None
+        self._closed = False
+        self._dropped_at: float | None = None
+
+    @property
+    def last_event_id(self) -> int:
+        return self.cursor.last
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self.next()
+        except _Closed:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def next(self, timeout: float | None = None) -> Event:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._closed:
+                raise _Closed
+            conn = self._conn or await self._connect(deadline)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                text = await asyncio.wait_for(conn.recv(), left)
+            except builtins.TimeoutError:
+                raise TimeoutError(f"no event within {timeout} s") from None
+            except (ConnectionClosed, OSError):
+                await self._drop()
+                continue
+            try:
+                event = self.cursor.accept(json.loads(text))
+            except ClientError:
+                await self.aclose()
+                raise
+            if event is not None:
+                return event
+
+    async def _drop(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+        self._conn = None
+        if self._dropped_at is None:
+            self._dropped_at = time.monotonic()
+
+    async def _connect(self, deadline: float | None) -> ClientConnection:
+        attempt = 0
+        while True:
+            url = protocol.socket_url(self.base_url, self.ws_id, self.cursor.last)
+            try:
+                self._conn = await connect(url, additional_headers=self._headers, open_timeout=10)
+            except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
+                since = self._dropped_at or time.monotonic()
+                self._dropped_at = since
+                if time.monotonic() - since > self.reconnect_timeout:
+                    raise ConnectionError(f"cannot reach {self.base_url}'s event stream: {exc}") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("no event: the event stream is reconnecting") from None
+                delays = protocol.RECONNECT_DELAYS
+                await asyncio.sleep(delays[min(attempt, len(delays) - 1)])
+                attempt += 1
+                continue
+            if self._dropped_at is not None:
+                self.reconnects += 1
+                self._dropped_at = None
+            return self._conn
+
+
+class _Closed(Exception):
+    """The stream was closed by its owner: iteration ends."""

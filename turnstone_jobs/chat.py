@@ -1,0 +1,352 @@
+"""`turnstone-jobs chat`: a REPL on one workstream. Answers stream, calls that wait for a
+decision ask y/n/a, Ctrl-C cancels the running turn (twice: leaves), a dropped socket resumes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from turnstone_jobs.client import Client, EventStream
+from turnstone_jobs.errors import ClientError, ConflictError
+from turnstone_jobs.render import Renderer
+from turnstone_jobs.results import ApprovalItem, Event
+
+HISTORY_FILE = Path("~/.turnstone_jobs_history")
+HISTORY_LINES = 1000
+POLL_SECONDS = 0.2  # how often a followed turn checks for Ctrl-C between events
+
+HELP = """\
+commands:
+  /approve [CALL_ID|all] [FEEDBACK]  approve a waiting call (all of them by default)
+  /deny [CALL_ID|all] [FEEDBACK]     deny a waiting call (all of them by default)
+  /cancel                            cancel the running turn (Ctrl-C does too)
+  /history [N]                       the last N messages (10)
+  /workstreams                       your workstreams
+  /switch WS_ID                      follow another workstream
+  /mcp                               MCP servers and their state
+  /mcp refresh [SERVER]              ask the workers to reconnect (admin)
+  /watches                           this workstream's watches
+  /skill [NAME]                      list skills; with NAME, a new workstream with that skill
+  /help                              this text
+  /quit                              leave (Ctrl-D, or Ctrl-C twice)
+at an approval: y (yes), n (no), a (always this tool); text after the letter is feedback"""
+
+
+class Leave(Exception):
+    """The person asked to leave."""
+
+
+class Chat:
+    def __init__(self, client: Client, ws_id: str, console: Console, new_options: dict[str, Any]) -> None:
+        self.client = client
+        self.console = console
+        self.render = Renderer(console)
+        self.new_options = new_options  # what /skill's new workstream is made with
+        self.ws_id = ws_id
+        self.name = ws_id
+        self.stream: EventStream | None = None
+        self.events: queue.Queue[Event | BaseException | str] = queue.Queue()
+
+    # -- the loop ------------------------------------------------------------------
+
+    def run(self) -> int:
+        _load_history()
+        try:
+            self.attach(self.ws_id)
+            interrupted = False
+            while True:
+                self.drain()
+                try:
+                    line = input(f"{self.name}> ")
+                except KeyboardInterrupt:
+                    if interrupted:
+                        raise Leave from None
+                    interrupted = True
+                    self.render.line("(Ctrl-C again, /quit or Ctrl-D to leave)", "dim")
+                    continue
+                except UnicodeDecodeError:
+                    self.render.line("that line is not valid UTF-8: not sent", "red")
+                    continue
+                except EOFError:
+                    raise Leave from None
+                interrupted = False
+                self.handle(line)
+        except Leave:
+            self.render.line("bye")
+            return 0
+        finally:
+            _save_history()
+            if self.stream is not None:
+                self.stream.close()
+
+    def handle(self, line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        try:
+            if text.startswith("/"):
+                self.command(text)
+            else:
+                self.follow(self.client.send(self.ws_id, line).turn_id)
+        except ClientError as exc:
+            self.render.line(f"error: {exc}", "red")
+
+    def attach(self, ws_id: str) -> None:
+        """Follow `ws_id` from now on: its state, and the turn it runs, if any."""
+        ws = self.client.workstream(ws_id)
+        history = self.client.history(ws_id)
+        if self.stream is not None:
+            self.stream.close()
+        self.ws_id, self.name = ws.ws_id, ws.name
+        self.events = queue.Queue()
+        self.stream = self.client.events(ws_id, after=history.last_event_id)
+        self.stream.on_reconnect = lambda last: self.events.put(f"(reconnected; resuming after event {last})")
+        threading.Thread(target=_pump, args=(self.stream, self.events), daemon=True).start()
+        extra = f", skill {ws.skill}" if ws.skill else ""
+        self.render.line(
+            f"workstream {ws.name} ({ws.ws_id}), model {ws.model or 'default'}{extra}: {ws.state}"
+        )
+        self.render.line("type a message, or /help", "dim")
+        if ws.active_turn_id:
+            self.render.line("a turn is running: following it (Ctrl-C cancels it)", "dim")
+            for item in ws.pending_approvals:
+                self.render.item(item)
+            self.ask_all(ws.active_turn_id, [i for i in ws.pending_approvals if i.needs_approval])
+            self.follow(ws.active_turn_id)
+
+    def drain(self) -> None:
+        """Show what arrived while the prompt waited (another client's turn, a watch)."""
+        while True:
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                return
+            self.show(item)
+
+    def show(self, item: Event | BaseException | str) -> Event | None:
+        if isinstance(item, BaseException):
+            self.render.line(f"event stream stopped: {item}", "bold red")
+            raise Leave
+        if isinstance(item, str):
+            self.render.line(item, "dim")
+            return None
+        self.render.show(item)
+        return item
+
+    def follow(self, turn_id: str) -> None:
+        """Show `turn_id`'s events until it ends, asking for the decisions it waits for.
+        Ctrl-C cancels it; a second Ctrl-C leaves."""
+        cancelling = False
+        asked: set[tuple[str | None, str]] = set()
+        while True:
+            try:
+                try:
+                    event = self.show(self.events.get(timeout=POLL_SECONDS))
+                except queue.Empty:
+                    continue
+                if event is None or event.turn_id != turn_id:
+                    continue
+                if event.type == "state_change" and event.get("state") in ("idle", "error"):
+                    self.render.flush()
+                    return
+                waiting = [i for i in _waiting(event) if (i.child_ws_id, i.call_id) not in asked]
+                asked.update((i.child_ws_id, i.call_id) for i in waiting)
+                if waiting and not cancelling:
+                    self.ask_all(turn_id, waiting)
+            except KeyboardInterrupt:
+                if cancelling:
+                    raise Leave from None
+                cancelling = True
+                self.render.line("cancelling the turn… (Ctrl-C again to leave)", "yellow")
+                with contextlib.suppress(ClientError):
+                    self.client.cancel(self.ws_id, turn_id)
+
+    def ask_all(self, turn_id: str, items: list[ApprovalItem]) -> None:
+        for item in items:
+            self.ask(item)
+
+    def ask(self, item: ApprovalItem) -> None:
+        """y / n / a, with optional feedback after the letter; anything else asks again."""
+        while True:
+            try:
+                answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
+            except (UnicodeDecodeError, EOFError):
+                continue
+            letter, _, feedback = answer.partition(" ")
+            letter = letter.lower()
+            if letter in ("y", "yes", "n", "no", "a", "always"):
+                break
+            self.render.line("answer y (yes), n (no) or a (always), optionally followed by feedback", "dim")
+        approved = letter[0] != "n"
+        try:
+            if approved:
+                self.client.approve(
+                    self.ws_id, item.call_id, feedback=feedback or None, always=letter[0] == "a",
+                    child_ws_id=item.child_ws_id,
+                )  # fmt: skip
+            else:
+                self.client.deny(
+                    self.ws_id, item.call_id, feedback=feedback or None, child_ws_id=item.child_ws_id
+                )
+        except ConflictError:
+            self.render.line(f"{item.call_id} was decided already", "dim")
+
+    # -- slash commands --------------------------------------------------------------
+
+    def command(self, text: str) -> None:
+        name, _, rest = text[1:].partition(" ")
+        handler: Callable[[str], None] | None = getattr(self, f"cmd_{name.lower()}", None)
+        if handler is None:
+            self.render.line(f"unknown command /{name[:40]}: /help lists them", "red")
+            return
+        handler(rest.strip())
+
+    def cmd_help(self, _rest: str) -> None:
+        self.render.line(HELP)
+
+    def cmd_quit(self, _rest: str) -> None:
+        raise Leave
+
+    cmd_exit = cmd_quit
+
+    def cmd_approve(self, rest: str) -> None:
+        self._decide(True, rest)
+
+    def cmd_deny(self, rest: str) -> None:
+        self._decide(False, rest)
+
+    def _decide(self, approved: bool, rest: str) -> None:
+        ws = self.client.workstream(self.ws_id)
+        if not ws.pending_approvals:
+            self.render.line("no call is waiting for a decision", "dim")
+            return
+        target, _, feedback = rest.partition(" ")
+        ids = {i.call_id: i for i in ws.pending_approvals}
+        if target and target != "all" and target not in ids:
+            feedback, target = rest, ""  # no call id: it was all feedback
+        chosen = [ids[target]] if target in ids else list(ws.pending_approvals)
+        for item in chosen:
+            try:
+                if approved:
+                    self.client.approve(
+                        self.ws_id, item.call_id, feedback=feedback or None, child_ws_id=item.child_ws_id
+                    )
+                else:
+                    self.client.deny(
+                        self.ws_id, item.call_id, feedback=feedback or None, child_ws_id=item.child_ws_id
+                    )
+            except ConflictError:
+                self.render.line(f"{item.call_id} was decided already", "dim")
+        if ws.active_turn_id:
+            self.follow(ws.active_turn_id)
+
+    def cmd_cancel(self, _rest: str) -> None:
+        turn_id = self.client.cancel(self.ws_id)
+        self.render.line(f"cancelling turn {turn_id}", "yellow")
+        self.follow(turn_id)
+
+    def cmd_history(self, rest: str) -> None:
+        count = int(rest) if rest.isdigit() else 10
+        for m in self.client.history(self.ws_id).messages[-count:] if count else []:
+            content = m.content if isinstance(m.content, str) else str(m.content)
+            who = f"{m.role} {m.name}" if m.name else m.role
+            self.render.line(f"{who}: {content}", "bold" if m.role == "user" else "")
+
+    def cmd_workstreams(self, _rest: str) -> None:
+        for ws in self.client.workstreams():
+            mark = "*" if ws.ws_id == self.ws_id else " "
+            self.render.line(f"{mark} {ws.ws_id}  {ws.state:<9}  {ws.name}")
+
+    def cmd_switch(self, rest: str) -> None:
+        if not rest:
+            self.render.line("usage: /switch WS_ID (/workstreams lists them)", "dim")
+            return
+        self.attach(rest)
+
+    def cmd_mcp(self, rest: str) -> None:
+        words = rest.split()
+        if words and words[0] == "refresh":
+            answer = self.client.mcp_refresh(words[1] if len(words) > 1 else None)
+            self.render.line(f"refreshing {answer.get('refreshing')}: {answer.get('workers')} worker(s) told")
+            return
+        overview = self.client.mcp()
+        servers = overview.get("servers") or []
+        if not servers:
+            self.render.line("no MCP servers are configured", "dim")
+        for s in servers:
+            counts = s.get("counts") or {}
+            error = f" — {s.get('last_error')}" if s.get("last_error") else ""
+            self.render.line(f"{s.get('name')}: {s.get('state')}, {counts.get('tools', 0)} tools{error}")
+
+    def cmd_watches(self, _rest: str) -> None:
+        watches = self.client.watches(self.ws_id)
+        if not watches:
+            self.render.line("no watches", "dim")
+        for w in watches:
+            self.render.line(
+                f"{w.get('watch_id')}  {w.get('status'):<10} {w.get('name')}  polls {w.get('polls')}"
+            )
+
+    def cmd_skill(self, rest: str) -> None:
+        if not rest:
+            for s in self.client.skills():
+                self.render.line(f"{s.get('name')}: {s.get('description') or ''}")
+            return
+        # A skill is chosen when a workstream is made (the API has no way to change it after).
+        ws = self.client.create_workstream(f"{rest[:150]} chat", skill=rest, **self.new_options)
+        self.attach(ws.ws_id)
+
+
+def _waiting(event: Event) -> list[ApprovalItem]:
+    if event.type == "approve_request":
+        return [ApprovalItem.from_json(i) for i in event.get("items") or [] if _needs(i)]
+    inner = event.get("event")
+    if event.type == "subagent" and isinstance(inner, dict) and inner.get("type") == "approve_request":
+        child = str(event.get("child_ws_id") or "") or None
+        return [ApprovalItem.from_json(i, child) for i in inner.get("items") or [] if _needs(i)]
+    return []
+
+
+def _needs(raw: Any) -> bool:
+    return isinstance(raw, dict) and bool(raw.get("needs_approval")) and not raw.get("error")
+
+
+def _pump(stream: EventStream, out: queue.Queue[Event | BaseException | str]) -> None:
+    """The socket's reader: every event into the queue; a refusal or a lost server, too."""
+    try:
+        for event in stream:
+            out.put(event)
+    except ClientError as exc:
+        if not stream.closed:
+            out.put(exc)
+
+
+def _history_path() -> Path:
+    return HISTORY_FILE.expanduser()
+
+
+def _load_history() -> None:
+    try:
+        import readline
+    except ImportError:  # no line editing on this platform: input() still works
+        return
+    readline.set_history_length(HISTORY_LINES)
+    with contextlib.suppress(OSError):
+        readline.read_history_file(_history_path())
+
+
+def _save_history() -> None:
+    try:
+        import readline
+    except ImportError:
+        return
+    with contextlib.suppress(OSError):
+        readline.write_history_file(_history_path())
+        os.chmod(_history_path(), 0o600)  # what a person typed may be private

@@ -1,0 +1,314 @@
+"""The synchronous client: the JSON API over httpx and a reconnecting event stream (websockets)."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.sync.client import ClientConnection, connect
+
+from turnstone_jobs import config, protocol
+from turnstone_jobs.errors import (
+    ApprovalNeededError,
+    ClientError,
+    ConflictError,
+    ConnectionError,
+    TimeoutError,
+)
+from turnstone_jobs.protocol import ws_path
+from turnstone_jobs.results import (
+    ApprovalItem,
+    DecisionResult,
+    Event,
+    History,
+    Message,
+    SendReceipt,
+    TurnResult,
+    Workstream,
+)
+
+OnApproval = Callable[[ApprovalItem], Any]
+
+
+class Client:
+    """`Client(url, token)`; both default to TURNSTONE_URL and TURNSTONE_TOKEN."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = config.DEFAULT_TIMEOUT,
+        reconnect_timeout: float = config.DEFAULT_RECONNECT_TIMEOUT,
+    ) -> None:
+        self.base_url = config.server_url(base_url)
+        self._token = config.token(token)
+        self.reconnect_timeout = reconnect_timeout
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        try:
+            r = self._http.request(method, path, **protocol.request_args(body, headers))
+        except httpx.TimeoutException as exc:
+            raise TimeoutError(f"{self.base_url} did not answer in time ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"cannot reach {self.base_url}: {exc}") from None
+        return protocol.answer(r.status_code, r.text)
+
+    # -- workstreams ---------------------------------------------------------------
+
+    def create_workstream(
+        self,
+        name: str | None = None,
+        *,
+        model: str | None = None,
+        auto_approve: bool = False,
+        working_dir: str | None = None,
+        tool_search: dict[str, Any] | None = None,
+        skill: str | None = None,
+    ) -> Workstream:
+        body = {
+            "name": name,
+            "model": model,
+            "auto_approve": auto_approve,
+            "working_dir": working_dir,
+            "tool_search": tool_search,
+            "skill": skill,
+        }
+        data = self._call(
+            "POST", f"{protocol.API}/workstreams", {k: v for k, v in body.items() if v is not None}
+        )
+        return Workstream.from_json(data)
+
+    def workstreams(self) -> list[Workstream]:
+        return [
+            Workstream.from_json(w) for w in self._call("GET", f"{protocol.API}/workstreams")["workstreams"]
+        ]
+
+    def workstream(self, ws_id: str) -> Workstream:
+        return Workstream.from_json(self._call("GET", ws_path(ws_id)))
+
+    def delete_workstream(self, ws_id: str) -> list[str]:
+        return list(self._call("DELETE", ws_path(ws_id))["deleted"])
+
+    def history(self, ws_id: str) -> History:
+        data = self._call("GET", ws_path(ws_id, "/history"))
+        return History(
+            ws_id, int(data.get("last_event_id") or 0), [Message.from_json(m) for m in data["messages"]]
+        )
+
+    def watches(self, ws_id: str) -> list[dict[str, Any]]:
+        return list(self._call("GET", ws_path(ws_id, "/watches"))["watches"])
+
+    def skills(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", f"{protocol.API}/skills")["skills"])
+
+    def mcp(self) -> dict[str, Any]:
+        return dict(self._call("GET", f"{protocol.API}/mcp"))
+
+    def mcp_refresh(self, server: str | None = None) -> dict[str, Any]:
+        return dict(self._call("POST", f"{protocol.API}/mcp/refresh", {"server": server} if server else {}))
+
+    # -- a turn ----------------------------------------------------------------------
+
+    def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        data = self._call("POST", ws_path(ws_id, "/send"), {"message": message}, headers=headers)
+        return SendReceipt(str(data["turn_id"]), str(data["status"]))
+
+    def approve(
+        self,
+        ws_id: str,
+        call_id: str | None = None,
+        *,
+        feedback: str | None = None,
+        always: bool = False,
+        child_ws_id: str | None = None,
+    ) -> DecisionResult:
+        """Approve one call (`call_id`), or every pending call when None; `always`: the tool
+        (bash: the command's first word) is approved from then on in this workstream."""
+        body = protocol.decision_body(True, call_id, feedback, always, child_ws_id)
+        return _decided(self._call("POST", ws_path(ws_id, "/approve"), body))
+
+    def deny(
+        self,
+        ws_id: str,
+        call_id: str | None = None,
+        *,
+        feedback: str | None = None,
+        child_ws_id: str | None = None,
+    ) -> DecisionResult:
+        body = protocol.decision_body(False, call_id, feedback, False, child_ws_id)
+        return _decided(self._call("POST", ws_path(ws_id, "/approve"), body))
+
+    def cancel(self, ws_id: str, turn_id: str | None = None) -> str:
+        """Ask the running turn (or `turn_id`) to stop; the id of the turn asked."""
+        return str(
+            self._call("POST", ws_path(ws_id, "/cancel"), {"turn_id": turn_id} if turn_id else {})["turn_id"]
+        )
+
+    def events(self, ws_id: str, after: int = 0) -> EventStream:
+        """Every event after `after` (0: from the first), then live ones, across reconnects."""
+        return EventStream(self.base_url, self._token, ws_id, after, self.reconnect_timeout)
+
+    def send_and_wait(
+        self,
+        ws_id: str,
+        message: str,
+        on_approval: OnApproval | None = None,
+        timeout: float | None = None,
+    ) -> TurnResult:
+        """Send and follow the turn to its end. `on_approval(item)` decides each call that
+        waits for a person: True/False or a Decision (feedback, always). Without it such a
+        call raises ApprovalNeededError and the turn stays parked."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        after = self.history(ws_id).last_event_id  # read before sending: nothing of the turn is missed
+        with self.events(ws_id, after=after) as stream:
+            tracker = protocol.TurnTracker(self.send(ws_id, message).turn_id)
+            while not tracker.done:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"turn {tracker.turn_id} still running after {timeout} s")
+                for item in tracker.feed(stream.next(timeout=left)):
+                    self._decide(ws_id, tracker.turn_id, item, on_approval)
+        return tracker.result()
+
+    def _decide(self, ws_id: str, turn_id: str, item: ApprovalItem, on_approval: OnApproval | None) -> None:
+        if on_approval is None:
+            raise ApprovalNeededError(
+                f"{item.func_name} call {item.call_id} waits for a decision", turn_id, [item]
+            )
+        decision = protocol.as_decision(on_approval(item))
+        body = protocol.decision_body(
+            decision.approved, item.call_id, decision.feedback, decision.always, item.child_ws_id
+        )
+        # decided meanwhile (another client, or `always` covered it): the events say how
+        with contextlib.suppress(ConflictError):
+            self._call("POST", ws_path(ws_id, "/approve"), body)
+
+
+def _decided(data: dict[str, Any]) -> DecisionResult:
+    return DecisionResult(
+        list(data.get("decided") or []), list(data.get("pending") or []), bool(data.get("resumed"))
+    )
+
+
+class EventStream:
+    """Iterate a workstream's events; a dropped socket is reconnected after the last id seen
+    (for up to `reconnect_timeout` s each time), so nothing is lost or repeated. A refusal
+    (bad token, unknown workstream) raises its ApiError; `close()` ends the iteration."""
+
+    def __init__(
+        self, base_url: str, token: str | None, ws_id: str, after: int, reconnect_timeout: float
+    ) -> None:
+        self.base_url = base_url
+        self.ws_id = ws_id
+        self.cursor = protocol.Cursor(after)
+        self.reconnect_timeout = reconnect_timeout
+        self.reconnects = 0  # how many times a dropped socket was opened again
+        self.on_reconnect: Callable[[int], None] | None = None  # called with the cursor
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._conn: ClientConnection | None = None
+        self._closed = False
+        self._dropped_at: float | None = None
+
+    @property
+    def last_event_id(self) -> int:
+        return self.cursor.last
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        return self.next()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._conn is not None:
+            self._conn.close()
+
+    def next(self, timeout: float | None = None) -> Event:
+        """The next event; TimeoutError when none came within `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._closed:
+                raise StopIteration
+            conn = self._conn or self._connect(deadline)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                text = conn.recv(timeout=left)
+            except builtins.TimeoutError:
+                raise TimeoutError(f"no event within {timeout} s") from None
+            except (ConnectionClosed, OSError):
+                self._drop()
+                continue
+            try:
+                event = self.cursor.accept(json.loads(text))
+            except ClientError:
+                self.close()
+                raise
+            if event is not None:
+                return event
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        if self._dropped_at is None:
+            self._dropped_at = time.monotonic()
+
+    def _connect(self, deadline: float | None) -> ClientConnection:
+        attempt = 0
+        while True:
+            url = protocol.socket_url(self.base_url, self.ws_id, self.cursor.last)
+            try:
+                self._conn = connect(url, additional_headers=self._headers, open_timeout=10)
+            except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
+                since = self._dropped_at or time.monotonic()
+                self._dropped_at = since
+                if time.monotonic() - since > self.reconnect_timeout:
+                    raise ConnectionError(f"cannot reach {self.base_url}'s event stream: {exc}") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("no event: the event stream is reconnecting") from None
+                delays = protocol.RECONNECT_DELAYS
+                time.sleep(delays[min(attempt, len(delays) - 1)])
+                attempt += 1
+                continue
+            if self._dropped_at is not None:
+                self.reconnects += 1
+                self._dropped_at = None
+                if self.on_reconnect is not None:
+                    self.on_reconnect(self.cursor.last)
+            return self._conn
