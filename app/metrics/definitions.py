@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from app.metrics import folder
+
+folder.install()  # before the metrics below are made: their values live in this process's files
+
 # Model steps stream a whole answer: a fraction of a second to a few minutes.
 MODEL_STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 # Tool batches run from a file read (milliseconds) to a 600 s command.

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
-from prometheus_client import multiprocess
+from prometheus_client import multiprocess, values
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -16,6 +17,18 @@ def multiproc_dir() -> Path | None:
     # prometheus_client reads this variable itself when it is imported; this only finds the folder.
     value = os.environ.get(MULTIPROC_DIR_ENV) or os.environ.get(MULTIPROC_DIR_ENV.lower())
     return Path(value) if value else None
+
+
+def process_id(pid: int | None = None) -> str:
+    """How a process names its files: containers sharing the folder (compose's web and worker)
+    each number their processes from 1, so the host name comes first."""
+    return f"{socket.gethostname()}-{os.getpid() if pid is None else pid}"
+
+
+def install() -> None:
+    """Before any metric is made: name this process's files by `process_id`."""
+    if multiproc_dir() is not None:
+        values.ValueClass = values.MultiProcessValue(process_id)
 
 
 def make_fresh(folder: Path) -> None:
@@ -27,7 +40,7 @@ def make_fresh(folder: Path) -> None:
 def forget_process(pid: int) -> None:
     """A dead process's live gauges (its open websockets) stop counting; its counters stay."""
     if multiproc_dir() is not None:
-        multiprocess.mark_process_dead(pid)
+        multiprocess.mark_process_dead(process_id(pid))
 
 
 def forget_dead_processes() -> None:
@@ -36,10 +49,11 @@ def forget_dead_processes() -> None:
     where = multiproc_dir()
     if where is None:
         return
-    for path in where.glob("gauge_live*_*.db"):
-        pid = path.stem.rsplit("_", 1)[1]
+    mine = process_id(0).removesuffix("0")  # this host's prefix: only its processes can be checked
+    for path in where.glob(f"gauge_live*_{mine}*.db"):
+        pid = path.stem.rsplit("-", 1)[1]
         if pid.isdigit() and not _is_alive(int(pid)):
-            multiprocess.mark_process_dead(int(pid), str(where))
+            multiprocess.mark_process_dead(process_id(int(pid)), str(where))
 
 
 def _is_alive(pid: int) -> bool:

@@ -164,7 +164,12 @@ class Services:
     ) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            argv, env={**self.env, **(env or {})}, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env={**self.env, **(env or {})},
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.processes[name] = proc
         return proc
@@ -176,6 +181,7 @@ class Services:
         port: int | None = None,
         workers: int = 1,
         env: dict[str, str] | None = None,
+        threads: int = 32,
     ) -> str:
         """The web process with the Procfile's worker class (or a test's subclass of it, on a
         port of its own, `workers` gunicorn workers, `env` added to the service's); its base URL."""
@@ -191,7 +197,7 @@ class Services:
                 "--workers",
                 str(workers),
                 "--threads",
-                "32",
+                str(threads),
                 "--bind",
                 base_url.removeprefix("http://"),
                 "app:create_app()",
