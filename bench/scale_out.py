@@ -42,6 +42,7 @@ class Run:
     turns: int = 0
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds in the window, by process group
 
     @property
     def per_second(self) -> float:
@@ -78,16 +79,38 @@ def measure(svc: Services, workers: int, workstreams: int, seconds: float, warmu
     for t in threads:
         t.start()
     time.sleep(warmup)
+    cpu_before = cpu_by_group(svc)
     opened = time.perf_counter()
     time.sleep(seconds)
     closed = time.perf_counter()
+    cpu_after = cpu_by_group(svc)
     stop.set()
     for t in threads:
         t.join(timeout=150)
     for sock in sockets:
         sock.close()
     inside = [took for ended, took in done if opened <= ended < closed]
-    return Run(workers, len(inside), closed - opened, inside)
+    cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
+    return Run(workers, len(inside), closed - opened, inside, cpu)
+
+
+def cpu_by_group(svc: Services) -> dict[str, float]:
+    """CPU seconds used so far by each service process group (gunicorn's master and workers
+    together) and by this process (the clients and the fake model)."""
+    groups = {proc.pid: name for name, proc in svc.processes.items()}
+    used = dict.fromkeys(groups.values(), 0.0)
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        name = groups.get(int(fields[2]))  # the process group
+        if name is not None:
+            used[name] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    me = os.times()
+    used["bench (clients, fake model)"] = me.user + me.system
+    return used
 
 
 def main() -> None:
@@ -133,6 +156,8 @@ def main() -> None:
             f"   ({run.turns} turns in {run.seconds:.1f} s)"
         )
         print(ms_summary(f"{run.workers} worker(s): send -> idle", run.latencies))
+        shares = ", ".join(f"{name} {seconds / run.seconds:.2f}" for name, seconds in sorted(run.cpu.items()))
+        print(f"   CPU cores busy, by process: {shares}")
     one, two = runs[0].per_second, runs[1].per_second
     ratio = two / one if one else 0.0
     print(f"two workers / one: {ratio:.2f}x (goal >= {GOAL}x: {'met' if ratio >= GOAL else 'NOT met'})")
