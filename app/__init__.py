@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web.health import health
     from app.web.mcp_api import mcp_api
     from app.web.memories import memories
+    from app.web.metrics import metrics
     from app.web.previews import previews
     from app.web.skills import skills
 
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(client)
     flask_app.register_blueprint(mcp_api)
     flask_app.register_blueprint(memories)
+    flask_app.register_blueprint(metrics)
     flask_app.register_blueprint(skills)
     flask_app.register_blueprint(channel_api)
     websocket.init_app(flask_app)

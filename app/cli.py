@@ -143,6 +143,7 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
     from honcho.manager import Manager
 
     from app.localredis import PrivateRedis, is_reachable
+    from app.metrics import folder as metrics_folder
     from app.settings import GATEWAY_PORT_ENV, MCP_CONFIG_ENV, SettingsError
 
     env = dict(os.environ)
@@ -171,6 +172,9 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
     # litter the folder it was started in.
     scratch = tempfile.TemporaryDirectory(prefix="turnstone-run-")
     env.setdefault("BEAT_SCHEDULE", str(Path(scratch.name) / "beat-schedule"))
+    # Where every process writes its metrics for /metrics to sum: empty at each start.
+    env.setdefault(metrics_folder.MULTIPROC_DIR_ENV, str(Path(scratch.name) / "metrics"))
+    metrics_folder.make_fresh(Path(env[metrics_folder.MULTIPROC_DIR_ENV]))
     manager = Manager()
     for name, command in parse_procfile(PROCFILE.read_text()).processes.items():
         manager.add_process(name, command, env=env, cwd=os.getcwd())

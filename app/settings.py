@@ -221,6 +221,7 @@ SERVICE_SECRET_ENV = (
     "DATABASE_URL",
     "REDIS_URL",
     "TURNSTONE_API_TOKEN",
+    "TURNSTONE_METRICS_TOKEN",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     SERVICE_JWT_SECRET_ENV,
@@ -332,6 +333,7 @@ class Settings:
     redis_url: str = DEFAULT_REDIS_URL
     port: int = DEFAULT_PORT
     api_token: str | None = None
+    metrics_token: str | None = None  # opens GET /metrics only (app/web/metrics.py)
     default_model: str = "default"
     models: Mapping[str, ModelSettings] = field(default_factory=dict)
     tools: ToolSettings = field(default_factory=ToolSettings)
@@ -404,6 +406,7 @@ class Settings:
             redis_url=env.get("REDIS_URL", str(config.get("redis_url", DEFAULT_REDIS_URL))),
             port=_int(env.get("PORT", config.get("port", DEFAULT_PORT)), "PORT"),
             api_token=env.get("TURNSTONE_API_TOKEN") or None,
+            metrics_token=env.get("TURNSTONE_METRICS_TOKEN") or None,
             default_model=default_model,
             models=models,
             tools=tools,

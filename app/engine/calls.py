@@ -23,6 +23,7 @@ from sqlmodel import Session, col, select
 from app.engine.outbox import Outbox, ordered
 from app.events import EventType, Fence
 from app.mcp.names import approval_label
+from app.metrics import recording
 from app.runtime import Runtime
 from app.storage.models import (
     FINAL_CALL_STATUSES,
@@ -134,6 +135,8 @@ def _move(s: Session, row: ToolCall, leaving: Iterable[CallStatus], **values: An
         return False
     for key, value in values.items():
         setattr(row, key, value)
+    if row.status in FINAL_CALL_STATUSES:
+        recording.tool_call_ended(s, row.func_name, row.status, row.is_error)
     return True
 
 

@@ -13,6 +13,7 @@ from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer, StreamMark
 from app.events import EventType, Fence
+from app.metrics import recording
 from app.providers import ModelError, stream_reply
 from app.providers.anthropic_format import referenced_tools
 from app.runtime import Runtime
@@ -247,6 +248,8 @@ def _park_or_go(
     for r in rows:
         if r.status == CallStatus.ERROR:
             calls.announce(rt, r, fence, out)
+            name = r.func_name if tools.tool(r.func_name) is not None else recording.UNKNOWN_TOOL
+            recording.tool_call_ended(s, name, r.status, r.is_error)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=state)
     return waiting
 

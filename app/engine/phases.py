@@ -12,6 +12,7 @@ from app.engine.leases import Heartbeat, claim
 from app.engine.recovery import fail_turn, is_transient
 from app.errors import StaleAttemptError
 from app.events import Fence
+from app.metrics import recording
 from app.runtime import Runtime
 from app.settings import MAX_PHASE_ATTEMPTS
 
@@ -34,7 +35,7 @@ def run_phase(
             rt, fence, f"this turn's {phase} step failed {attempts - 1} times; see the worker log"
         )
     try:
-        with Heartbeat(rt, fence) as heartbeat:
+        with recording.phase_timer(phase), Heartbeat(rt, fence) as heartbeat:
             body(fence, CancelCheck(rt, turn_id, heartbeat))
     except StaleAttemptError:
         log.warning("turn %s: attempt %s was superseded; stopping", turn_id, fence.attempt)

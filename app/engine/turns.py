@@ -13,6 +13,7 @@ from app.engine import fanin
 from app.engine.outbox import Outbox, ordered
 from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
+from app.metrics import recording
 from app.runtime import Runtime
 from app.storage.models import (
     Message,
@@ -117,6 +118,7 @@ def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
         )
         if started.rowcount != 1:
             raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
+        recording.turn_started(s)
         # A turn that something other than a person started (a watch) says so, stored and shown.
         origin = turn.origin if turn.origin != "user" else None
         s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message, origin=origin))
@@ -154,6 +156,7 @@ def end_turn(
         out.add(EventType.CANCELLED, turn_id=turn.id, fence=fence)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
     fanin.record_end(s, out, turn, status, error)
+    recording.turn_finished(s, status)
     return state
 
 

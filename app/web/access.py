@@ -89,6 +89,8 @@ RULES: dict[str, Rule] = {
     "skills.delete_skill": Rule(Scope.ADMIN),
     # the websocket (app/web/websocket.py): read to follow; each command checks its own scope
     SOCKET_ENDPOINT: Rule(Scope.READ, owned=True, in_view=True),
+    # Prometheus (app/web/metrics.py): an admin's token or TURNSTONE_METRICS_TOKEN, checked there
+    "metrics.scrape": Rule(Scope.ADMIN, in_view=True),
     # health, the web client
     "health.check": PUBLIC,
     "client.index": PUBLIC,
@@ -180,17 +182,18 @@ def _gate() -> Any:
         return None
     rule = RULES.get(request.endpoint)
     if rule is None:  # fail closed: a route nobody wrote a rule for is no one's to call
-        return _refuse(ForbiddenError(f"forbidden: {request.endpoint} has no access rule"))
+        return refusal(ForbiddenError(f"forbidden: {request.endpoint} has no access rule"))
     if rule.in_view:
         return None
     try:
         g.principal = authorize(current_app.extensions["runtime"], rule, dict(request.view_args or {}))
     except ServiceError as exc:
-        return _refuse(exc)
+        return refusal(exc)
     return None
 
 
-def _refuse(exc: ServiceError) -> Any:
+def refusal(exc: ServiceError) -> Any:
+    """The JSON answer to a refused request (with the Bearer challenge on a 401)."""
     response = jsonify(error=exc.message, **exc.details)
     response.status_code = exc.status
     if exc.status == 401:

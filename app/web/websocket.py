@@ -15,6 +15,7 @@ from wsproto.events import Ping, TextMessage
 
 from app.errors import ServiceError, UnauthorizedError
 from app.events import EventType
+from app.metrics import recording
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS, SOCKET_REAUTH_SECONDS
 from app.users.principal import Principal
@@ -52,6 +53,7 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
     sender.start()
     checked = pinged = time.monotonic()
     ping_every = rt.settings.socket_ping_seconds
+    recording.websocket_opened()
     try:
         while not stop.is_set():
             text = ws.receive(timeout=min(1.0, ping_every))
@@ -71,6 +73,7 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
     except ConnectionClosed:
         pass
     finally:
+        recording.websocket_closed()
         stop.set()
         live.put({"type": STOP})
         fanout.unsubscribe(ws_id, live)

@@ -163,6 +163,8 @@ class FakeModelServer:
         self.history: list[RecordedRequest] = []
         # True: answer 400 to any OpenAI request that carries `stream_options`.
         self.refuses_stream_options = False
+        # Seconds every unscripted answer waits before it starts (a model's latency, for benchmarks).
+        self.default_delay = 0.0
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -220,6 +222,7 @@ class FakeModelServer:
             self._queue.clear()
             self.history.clear()
             self.refuses_stream_options = False
+            self.default_delay = 0.0
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         with self._changed:
@@ -240,7 +243,9 @@ class FakeModelServer:
                 if scripted.match is None or scripted.match in conversation:
                     self._queue.remove(scripted)
                     return scripted.reply
-        return Reply(text=f"ok: {_last_user_text(body.get('messages') or [])}")
+        return Reply(
+            text=f"ok: {_last_user_text(body.get('messages') or [])}", hang_seconds=self.default_delay
+        )
 
     def _pause(self, seconds: float) -> bool:
         """Sleep unless the server stops first; True if it is still running."""

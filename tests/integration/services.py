@@ -123,6 +123,8 @@ class Services:
         self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
         self.workdir = tmp / "work"
         self.workdir.mkdir(exist_ok=True)
+        self.metrics_dir = tmp / "metrics"  # every process's metrics, summed by /metrics
+        self.metrics_dir.mkdir(exist_ok=True)
         self.env = {
             **os.environ,
             "DATABASE_URL": self.db.url,
@@ -141,6 +143,7 @@ class Services:
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
             "GATEWAY_PORT": str(self.gateway_port),
             "PYTHONUNBUFFERED": "1",
+            "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir),
             # the test-only tool source (tests/fakes/tool_source.py) is loaded by the worker
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
@@ -161,10 +164,17 @@ class Services:
         self.start_beat()
         self.start_gateway()
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env={**self.env, **(env or {})},
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.processes[name] = proc
         return proc
@@ -174,39 +184,48 @@ class Services:
         worker_class: str = "app.web.gunicorn_worker.JsonThreadWorker",
         name: str = "web",
         port: int | None = None,
+        workers: int = 1,
+        env: dict[str, str] | None = None,
+        threads: int = 32,
     ) -> str:
         """The web process with the Procfile's worker class (or a test's subclass of it, on a
-        port of its own); its base URL."""
+        port of its own, `workers` gunicorn workers, `env` added to the service's); its base URL."""
         base_url = f"http://127.0.0.1:{port}" if port else self.base_url
         self._spawn(
             name,
             [
                 str(BIN / "gunicorn"),
+                "--config",
+                "python:app.web.gunicorn_config",
                 "--worker-class",
                 worker_class,
                 "--workers",
-                "1",
+                str(workers),
                 "--threads",
-                "32",
+                str(threads),
                 "--bind",
                 base_url.removeprefix("http://"),
                 "app:create_app()",
             ],
+            env,
         )
         self._wait(lambda: httpx.get(base_url + "/health", timeout=2).status_code in (200, 503), name)
         return base_url
 
-    def start_worker(self) -> None:
+    def start_worker(self, key: str = "worker", concurrency: int = 8) -> str:
+        """A Celery worker, known as `key` in `processes` (a second one needs its own); its name."""
         self._worker_seq += 1
         name = f"w{self._worker_seq}-{os.getpid()}@tests"
         self._spawn(
-            "worker",
-            [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads", "--concurrency", "8",
+            key,
+            [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads",
+             "--concurrency", str(concurrency),
              "--queues", "model_steps,tool_batches,control", "--hostname", name,
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         )  # fmt: skip
         # Ready when this very worker announces itself (a killed one's entry lingers a while).
-        self._wait(lambda: presence.is_present(self.redis, name), "worker")
+        self._wait(lambda: presence.is_present(self.redis, name), key)
+        return name
 
     def start_beat(self) -> None:
         self._spawn(

@@ -1,0 +1,64 @@
+"""Every metric the processes record themselves, defined once; docs/metrics.md lists them all.
+
+They belong to no registry: `exposition` collects them (or, under PROMETHEUS_MULTIPROC_DIR, the
+files every process writes them to). Labels take bounded values only (an outcome, a status, a
+tool name from the registry or a configured source, capped in `recording`)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from app.metrics import folder
+
+folder.install()  # before the metrics below are made: their values live in this process's files
+
+# Model steps stream a whole answer: a fraction of a second to a few minutes.
+MODEL_STEP_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Tool batches run from a file read (milliseconds) to a 600 s command.
+TOOL_BATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600)
+
+TURNS_STARTED = Counter(
+    "turnstone_turns_started",
+    "Turns that started (left the queue for their first model step).",
+    registry=None,
+)
+TURNS_FINISHED = Counter(
+    "turnstone_turns_finished",
+    "Turns that ended, by outcome: done, cancelled or error.",
+    ["outcome"],
+    registry=None,
+)
+TOOL_CALLS = Counter(
+    "turnstone_tool_calls",
+    "Tool calls that reached a final state, by tool and outcome "
+    "(ok, error, refused, denied, cancelled, interrupted).",
+    ["tool", "outcome"],
+    registry=None,
+)
+MODEL_STEP_SECONDS = Histogram(
+    "turnstone_model_step_seconds",
+    "Time a worker spent on one model step (streaming the answer, storing it, preparing its calls).",
+    buckets=MODEL_STEP_BUCKETS,
+    registry=None,
+)
+TOOL_BATCH_SECONDS = Histogram(
+    "turnstone_tool_batch_seconds",
+    "Time a worker spent on one tool batch (running a model step's approved calls).",
+    buckets=TOOL_BATCH_BUCKETS,
+    registry=None,
+)
+OPEN_WEBSOCKETS = Gauge(
+    "turnstone_open_websockets",
+    "Websockets open on the web processes (summed over the live ones).",
+    registry=None,
+    multiprocess_mode="livesum",
+)
+
+OWN_METRICS = (
+    TURNS_STARTED,
+    TURNS_FINISHED,
+    TOOL_CALLS,
+    MODEL_STEP_SECONDS,
+    TOOL_BATCH_SECONDS,
+    OPEN_WEBSOCKETS,
+)

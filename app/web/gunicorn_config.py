@@ -1,0 +1,16 @@
+"""gunicorn's server hooks (`--config python:app.web.gunicorn_config`, as the Procfile runs it):
+a dead worker's open websockets stop counting in /metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.metrics import folder
+
+
+def on_starting(server: Any) -> None:
+    folder.forget_dead_processes()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    folder.forget_process(worker.pid)
