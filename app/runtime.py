@@ -7,6 +7,7 @@ from typing import Any
 
 import redis
 
+from app.engine.conversation_cache import ConversationCache
 from app.events import EventLog
 from app.settings import Settings
 from app.storage.database import Database
@@ -26,6 +27,7 @@ class Runtime:
     prompt_sections: list[Any] = field(default_factory=list)
     fetcher: Any = None  # app.tools.fetch.Fetcher: the SSRF-guarded fetcher tools reach the web with
     mcp: Any = None  # app.mcp.service.MCPService: started by workers only
+    conversations: ConversationCache = field(default_factory=ConversationCache)  # model steps' copy
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

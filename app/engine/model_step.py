@@ -55,7 +55,7 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         assert turn is not None
         ws = s.get(Workstream, turn.ws_id)
         assert ws is not None
-        rows = conversation.messages(s, ws.id)
+        rows = rt.conversations.messages(s, ws.id)  # only the rows this worker has not seen
     publish = _publisher(rt, ws.id, fence)
     if turn.cancel_requested or cancelled():
         return _finish(rt, ws.id, fence, TurnStatus.CANCELLED)

@@ -62,8 +62,10 @@ def send(
         if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
             raise
         return earlier
-    activate_next(rt, ws_id)
-    with rt.db.session() as s:
+    if activate_next(rt, ws_id) == turn.id:  # started: its own transaction said so
+        turn.status = TurnStatus.ACTIVE
+        return turn
+    with rt.db.reader() as s:  # queued, or started meanwhile by whoever ended the turn before it
         stored = s.get(Turn, turn.id)
     assert stored is not None
     if stored.status == TurnStatus.QUEUED:

@@ -3,6 +3,7 @@ into `ModelEvent`s (the wire format conversion lives in `anthropic_format`)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+from anthropic.types import Message, RawMessageStreamEvent
 
 from app.providers import events
 from app.providers.anthropic_format import (
@@ -108,12 +110,28 @@ def attempt(
 def _create(client: Any, params: dict) -> Any:
     """The opened stream; with less `max_tokens` if only that kept the request out."""
     try:
-        return client.messages.create(**params)
+        return _post(client, params)
     except anthropic.BadRequestError as exc:
         room = output_room(server_message(exc.body, exc.message))
         if room is None or not MIN_FITTED_MAX_TOKENS <= room < params["max_tokens"]:
             raise
-        return client.messages.create(**{**params, "max_tokens": room})
+        return _post(client, {**params, "max_tokens": room})
+
+
+def _post(client: Any, params: dict) -> Any:
+    """`messages.create(**params)` with the body serialised here, in one `json.dumps`: the SDK's
+    own preparation copies every message of the history on every step, and adds nothing to
+    plain JSON. The SDK still sends it, with its headers, error mapping and stream."""
+    body = {key: value for key, value in params.items() if key != "extra_headers"}
+    headers = {"Content-Type": "application/json", **params.get("extra_headers", {})}
+    return client.post(
+        "/v1/messages",
+        content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+        options={"headers": headers},
+        cast_to=Message,
+        stream=True,
+        stream_cls=anthropic.Stream[RawMessageStreamEvent],
+    )
 
 
 def output_room(message: str) -> int | None:

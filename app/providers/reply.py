@@ -3,10 +3,11 @@ provider, with retries (a broken stream starts again) and a way to stop early.""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from functools import partial
+from types import ModuleType
 
-from app.providers import anthropic_messages, openai_chat
 from app.providers.base import describe_target
 from app.providers.events import ModelEvent
 from app.providers.retry import RetryPolicy, stream_with_retries
@@ -17,11 +18,10 @@ from app.settings import (
     ModelSettings,
 )
 
-PROVIDERS = {"openai": openai_chat, "anthropic": anthropic_messages}
-DEFAULT_BASE_URLS = {
-    "openai": openai_chat.OPENAI_DEFAULT_BASE_URL,
-    "anthropic": anthropic_messages.ANTHROPIC_DEFAULT_BASE_URL,
-}
+# Each provider's module, imported when a model of it is first asked: an SDK costs 15-45 MB
+# of memory, and a process that never asks (the web tier, beat) should not hold it.
+PROVIDERS = {"openai": "app.providers.openai_chat", "anthropic": "app.providers.anthropic_messages"}
+DEFAULT_BASE_URL_NAMES = {"openai": "OPENAI_DEFAULT_BASE_URL", "anthropic": "ANTHROPIC_DEFAULT_BASE_URL"}
 
 
 def _never() -> bool:
@@ -49,9 +49,7 @@ def stream_reply(
     `should_stop()` turns true (mid-stream, or during the wait between tries) the
     stream is closed and the iterator simply ends, without a "finish" event.
     """
-    provider = PROVIDERS.get(model.provider)
-    if provider is None:
-        raise ValueError(f"unknown model provider {model.provider!r}")
+    provider = _module(model.provider)
     provider.check_configured(model)
     attempt = partial(
         provider.attempt,
@@ -63,8 +61,15 @@ def stream_reply(
     )
     return stream_with_retries(
         attempt,
-        target=describe_target(model, DEFAULT_BASE_URLS[model.provider]),
+        target=describe_target(model, getattr(provider, DEFAULT_BASE_URL_NAMES[model.provider])),
         policy=RetryPolicy(retries=retries, backoff_seconds=backoff_seconds),
         secret=model.api_key,
         should_stop=should_stop,
     )
+
+
+def _module(provider: str) -> ModuleType:
+    path = PROVIDERS.get(provider)
+    if path is None:
+        raise ValueError(f"unknown model provider {provider!r}")
+    return importlib.import_module(path)

@@ -141,7 +141,7 @@ class RecordedRequest:
     path: str
     body: Any
     headers: dict[str, str]  # names lower-cased, secrets removed
-    time: float
+    time: float  # when the request arrived (its headers read, before its body was)
 
 
 @dataclass
@@ -228,10 +228,10 @@ class FakeModelServer:
         with self._changed:
             return self._changed.wait_for(lambda: len(self.history) >= n, timeout)
 
-    def _record(self, path: str, body: Any, headers: dict[str, str]) -> None:
+    def _record(self, path: str, body: Any, headers: dict[str, str], arrived: float) -> None:
         kept = {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
         with self._changed:
-            self.history.append(RecordedRequest(path, body, kept, time.time()))
+            self.history.append(RecordedRequest(path, body, kept, arrived))
             self._changed.notify_all()
 
     def _next_reply(self, body: dict) -> Reply:
@@ -264,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = _route(self.path)
-        self.fake._record(self.path, None, dict(self.headers))
+        self.fake._record(self.path, None, dict(self.headers), time.time())
         if path != "/models":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -282,6 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def do_POST(self) -> None:
+        arrived = time.time()
         path = _route(self.path)
         length = int(self.headers.get("content-length") or 0)
         try:
@@ -289,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send_json(400, {"error": {"message": "body is not JSON"}})
             return
-        self.fake._record(self.path, body, dict(self.headers))
+        self.fake._record(self.path, body, dict(self.headers), arrived)
         if path not in ("/chat/completions", "/messages"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return

@@ -1,0 +1,110 @@
+"""The worker's copy of a conversation against a real database: every read gives what a whole
+reload would, whatever order rows commit in, and loads only the rows it has not seen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from app.engine import conversation
+from app.engine.conversation_cache import ConversationCache
+from app.storage.database import Database
+from app.storage.models import Message
+from tests.integration.storage import add_message, add_workstream, migrated
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    yield from migrated(request.param, tmp_path)
+
+
+def fields(rows: list[Message]) -> list[tuple[object, ...]]:
+    return [(r.id, r.role, r.content, r.tool_calls, r.tool_call_id) for r in rows]
+
+
+def read(db: Database, cache: ConversationCache, ws_id: str) -> list[Message]:
+    with db.reader() as s:
+        return cache.messages(s, ws_id)
+
+
+def whole(db: Database, ws_id: str) -> list[Message]:
+    with db.reader() as s:
+        return conversation.messages(s, ws_id)
+
+
+def test_each_read_is_the_whole_conversation_with_the_new_rows(db):
+    ws = add_workstream(db, "ws1")
+    other = add_workstream(db, "ws2")
+    cache = ConversationCache()
+    assert read(db, cache, ws) == []
+    add_message(db, ws, "user", "hello")
+    add_message(db, other, "user", "not this one")
+    call = [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
+    add_message(db, ws, "assistant", "", tool_calls=call)
+    assert fields(read(db, cache, ws)) == fields(whole(db, ws))
+    add_message(db, ws, "tool", "done", tool_call_id="c1", name="bash")
+    add_message(db, ws, "assistant", "it is done")
+    rows = read(db, cache, ws)
+    assert [r.content for r in rows] == ["hello", "", "done", "it is done"]
+    assert fields(rows) == fields(whole(db, ws))
+
+
+def test_a_row_that_commits_below_one_already_read_is_not_missed(db):
+    # On PostgreSQL a transaction that took a lower id may commit after one with a higher id
+    # (a watch's message written while a batch stores its result): the copy must not skip it.
+    ws = add_workstream(db, "ws1")
+    cache = ConversationCache()
+    with db.session() as s:
+        s.add(Message(id=1000, ws_id=ws, role="user", content="first"))
+        s.add(Message(id=1002, ws_id=ws, role="user", content="third"))
+    assert [r.content for r in read(db, cache, ws)] == ["first", "third"]
+    with db.session() as s:
+        s.add(Message(id=1001, ws_id=ws, role="user", content="second, committed last"))
+    assert [r.content for r in read(db, cache, ws)] == ["first", "second, committed last", "third"]
+
+
+def test_a_read_loads_only_the_rows_it_has_not_seen(db):
+    ws = add_workstream(db, "ws1")
+    for n in range(50):
+        add_message(db, ws, "user", f"message {n}")
+    cache = ConversationCache()
+    read(db, cache, ws)
+    newest = add_message(db, ws, "user", "the new one")
+    loads: list[object] = []
+
+    def note(_conn, _cursor, statement, params, _context, _many):  # type: ignore[no-untyped-def]
+        if "messages.content" in statement:  # a query that loads whole rows
+            loads.append(params)
+
+    event.listen(db._reader_engine, "before_cursor_execute", note)
+    try:
+        rows = read(db, cache, ws)
+    finally:
+        event.remove(db._reader_engine, "before_cursor_execute", note)
+    assert len(rows) == 51 and rows[-1].content == "the new one"
+    assert len(loads) == 1 and newest in _values(loads[0])  # from the new row's id on
+
+
+def _values(params: object) -> list[object]:
+    return list(params.values()) if isinstance(params, dict) else list(params)  # type: ignore[call-overload]
+
+
+def test_a_deleted_workstream_leaves_nothing_behind_and_others_are_dropped_when_many(db):
+    ws = add_workstream(db, "ws1")
+    add_message(db, ws, "user", "hello")
+    cache = ConversationCache(kept=1)
+    assert len(read(db, cache, ws)) == 1
+    with db.session() as s:
+        for row in s.exec(conversation.select(Message).where(Message.ws_id == ws)).all():
+            s.delete(row)
+    assert read(db, cache, ws) == []
+    other = add_workstream(db, "ws2")
+    add_message(db, other, "user", "there")
+    assert [r.content for r in read(db, cache, other)] == ["there"]
+    add_message(db, ws, "user", "again")
+    assert [r.content for r in read(db, cache, ws)] == ["again"]
