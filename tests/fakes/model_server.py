@@ -642,7 +642,7 @@ def _usage(reply: Reply, body: dict) -> dict[str, int]:
     }
 
 
-def _openai_usage(reply: Reply, body: dict) -> dict[str, int]:
+def _openai_usage(reply: Reply, body: dict) -> dict[str, Any]:
     usage = _usage(reply, body)
     return {
         "prompt_tokens": usage["input_tokens"] + reply.cached_tokens,  # OpenAI counts cached input in
