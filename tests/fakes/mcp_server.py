@@ -63,14 +63,20 @@ class FakeServer:
             return f"echo: {text}"
 
         @server.tool(
-            description="Search the web (fake): results as JSON; a query starting 'plain' gets text."
+            description="Search the web (fake): a portal and a result per word (JSON); 'plain ...' gets text."
         )
         def search(query: str) -> str:
             self._log("calls.log", f"search {query}")
             if query.startswith("plain"):
                 return f"Plain answer about {query!r}: see https://plain.example/answer"
             words = query.split() or ["nothing"]
-            results = [
+            # A first result that matches nothing: a reranker moves it down, SearxNG order keeps it.
+            portal = {
+                "title": "Unrelated portal",
+                "url": "https://portal.example/",
+                "snippet": "Nothing here.",
+            }
+            results = [portal] + [
                 {
                     "title": f"{w.title()} guide",
                     "url": f"https://{w}.example/guide",

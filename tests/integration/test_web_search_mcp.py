@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
+from tests.fakes.reranker import FakeReranker
 from tests.integration.client import Api, EventSocket
 from tests.integration.conftest import BACKENDS
 from tests.integration.mcp_peers import FakeMCP
@@ -24,7 +25,10 @@ BACKEND = "MCP tool 'search' of server 'searcher'"
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def services(  # by this name, a failure shows the service logs (conftest's report hook)
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    model_server: FakeModelServer,
+    reranker_server: FakeReranker,
 ) -> Iterator[Services]:
     if request.param == "postgresql" and not postgres_available():
         pytest.skip("PostgreSQL is not reachable")
@@ -32,7 +36,12 @@ def services(  # by this name, a failure shows the service logs (conftest's repo
     services = Services(request.param, tmp, model_server.openai_base_url)
     config = tmp / "config.toml"
     # No SearxNG: the backend is an MCP tool, and the server is added (or not) by each test.
-    config.write_text('[tools]\nweb_search_backend = "mcp:searcher:search"\n')
+    config.write_text(
+        '[tools]\nweb_search_backend = "mcp:searcher:search"\n'
+        # the shared fake reranker: down unless a test brings it up (`reranker`)
+        f'[models.ranker]\nprovider = "rerank"\nmodel = "fake-ranker"\nbase_url = "{reranker_server.url}"\n'
+        '[models.ranker.capabilities]\nsupports_rerank = true\n[roles]\nreranker = "ranker"\n'
+    )
     services.env.update(TURNSTONE_CONFIG=str(config), TURNSTONE_MCP_HEALTH_SECONDS="1")
     try:
         services.start()
@@ -136,12 +145,22 @@ def test_the_query_goes_to_the_mcp_tool_and_its_results_come_back_as_links(api, 
     result = search(api, model, sockets, "ruddy turnstone shore")
     assert not result["is_error"]
     assert result["output"] == (
-        "1. [Ruddy guide](https://ruddy.example/guide)\n   All about ruddy.\n"
-        "2. [Turnstone guide](https://turnstone.example/guide)\n   All about turnstone."
-    )  # three results, cut to max_results
+        "1. [Unrelated portal](https://portal.example/)\n   Nothing here.\n"
+        "2. [Ruddy guide](https://ruddy.example/guide)\n   All about ruddy."
+    )  # the tool's order (the reranker is down), cut to max_results
     assert searcher.calls()[-1] == "search ruddy turnstone shore"
     offered = [t["function"]["name"] for t in model.history[0].body["tools"]]
     assert "web_search" in offered  # offered with no SearxNG: the MCP backend is one
+
+
+def test_a_reranker_reorders_the_mcp_tools_results(api, model, sockets, searcher, reranker):
+    result = search(api, model, sockets, "ruddy turnstone shore")
+    assert result["output"] == (
+        "1. [Ruddy guide](https://ruddy.example/guide)\n   All about ruddy.\n"
+        "2. [Turnstone guide](https://turnstone.example/guide)\n   All about turnstone."
+    )  # the portal, first from the tool, matched nothing
+    (request,) = reranker.requests
+    assert request["body"]["query"] == "ruddy turnstone shore" and len(request["body"]["documents"]) == 4
 
 
 def test_an_answer_that_is_not_a_result_list_is_passed_on_as_text(api, model, sockets, searcher):
