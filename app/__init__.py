@@ -19,8 +19,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.runtime import Runtime
     from app.web import access, websocket
     from app.web.accounts import accounts
-    from app.web.channels import channel_api
     from app.web.api import api
+    from app.web.channels import channel_api
     from app.web.client import client
     from app.web.fanout import Fanout
     from app.web.health import health
