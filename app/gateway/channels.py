@@ -18,7 +18,7 @@ from app.storage.database import Database
 from app.storage.models import ChannelLink, User
 from app.tools.fetch.errors import FetchError
 from app.tools.fetch.fetcher import system_resolver
-from app.tools.fetch.guard import parse_url, screen
+from app.tools.fetch.guard import Target, parse_url, screen
 
 TYPES = ("discord", "webhook", "ntfy")
 TARGET_FIELDS = {
@@ -87,13 +87,18 @@ def _discord(given: dict[str, Any], settings: NotifySettings) -> dict[str, str]:
 
 def check_webhook_url(url: str, settings: NotifySettings) -> str:
     """`url` when it is http(s) and its host is one the SSRF guard lets the gateway reach."""
+    screen_webhook(url, settings)
+    return url
+
+
+def screen_webhook(url: str, settings: NotifySettings) -> Target:
+    """The guard's verdict on a webhook URL: its host's checked addresses, to connect to those."""
     if len(url) > MAX_CHANNEL_URL_CHARS:
         raise ChannelError(f"url: at most {MAX_CHANNEL_URL_CHARS} characters", "url")
     try:
-        screen(parse_url(url), system_resolver, settings.allow_private_network)
+        return screen(parse_url(url), system_resolver, settings.allow_private_network)
     except FetchError as exc:
         raise ChannelError(f"url: {exc}", "url") from None
-    return url
 
 
 def _required(given: dict[str, Any], key: str) -> str:

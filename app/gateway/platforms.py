@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from app.gateway.channels import BOT_TOKEN_ENV_NAME, ChannelError, check_webhook_url
+from app.gateway.channels import BOT_TOKEN_ENV_NAME, ChannelError, screen_webhook
 from app.settings import DISCORD_BOT_TOKEN_ENV, NotifySettings
+from app.tools.fetch.transport import PinnedTransport
 
 USER_AGENT = "turnstone-jobs/0.1 (channel gateway)"
 
@@ -54,11 +55,16 @@ def deliver(
         )
     elif channel_type == "webhook":
         try:
-            url = check_webhook_url(target["url"], settings)  # again: its host may resolve elsewhere now
+            screened = screen_webhook(target["url"], settings)  # again: its host may resolve elsewhere now
         except ChannelError as exc:
             raise DeliveryError(f"webhook refused: {exc}", is_config=True) from None
         body = {"title": note.title, "message": note.message, "text": note.text}
-        _post(client, "webhook", url, json=body)
+        # to the addresses just checked, never a second lookup's (DNS rebinding)
+        pinned = httpx.Client(
+            transport=PinnedTransport(screened.addresses), timeout=client.timeout, trust_env=False
+        )
+        with pinned:
+            _post(pinned, "webhook", target["url"], json=body)
     elif channel_type == "ntfy":
         headers = {"Title": _header_text(note.title)} if note.title else {}
         _post(
