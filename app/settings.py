@@ -225,7 +225,7 @@ SERVICE_SECRET_ENV = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     SERVICE_JWT_SECRET_ENV,
-    DISCORD_BOT_TOKEN_ENV,
+    DISCORD_BOT_TOKEN_ENV,  # and its _NAME variants: bash's scrubbing removes any *_TOKEN anyway
 )
 
 
@@ -281,6 +281,8 @@ class NotifySettings:
     gateway_port: int = DEFAULT_GATEWAY_PORT
     service_secret: str | None = field(default=None, repr=False)  # None: the database's
     discord_bot_token: str | None = field(default=None, repr=False)
+    # TURNSTONE_DISCORD_BOT_TOKEN_NAME variables: other bots a channel link may name
+    discord_bot_tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def advertised_url(self) -> str:
@@ -745,4 +747,5 @@ def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
         gateway_port=_int(env.get(GATEWAY_PORT_ENV, DEFAULT_GATEWAY_PORT), GATEWAY_PORT_ENV),
         service_secret=env.get(SERVICE_JWT_SECRET_ENV) or None,
         discord_bot_token=env.get(DISCORD_BOT_TOKEN_ENV) or None,
+        discord_bot_tokens={k: v for k, v in env.items() if k.startswith(DISCORD_BOT_TOKEN_ENV + "_") and v},
     )

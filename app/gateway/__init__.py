@@ -22,6 +22,7 @@ def create_app(settings: Settings | None = None, heartbeat: bool = True) -> Flas
     from app.storage.database import Database
 
     settings = settings or Settings.load()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # its INFO lines quote URLs: webhook tokens
     db = Database(settings.database_url)
     flask_app = Flask(__name__, static_folder=None)
     flask_app.config["MAX_CONTENT_LENGTH"] = GATEWAY_MAX_BODY_BYTES

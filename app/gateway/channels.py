@@ -13,18 +13,25 @@ from typing import Any
 
 from sqlmodel import col, delete, func, select
 
-from app.settings import MAX_CHANNEL_URL_CHARS, MAX_CHANNELS_PER_USER, NotifySettings
+from app.settings import DISCORD_BOT_TOKEN_ENV, MAX_CHANNEL_URL_CHARS, MAX_CHANNELS_PER_USER, NotifySettings
 from app.storage.database import Database
 from app.storage.models import ChannelLink, User
 from app.tools.fetch.errors import FetchError
 from app.tools.fetch.fetcher import system_resolver
-from app.tools.fetch.guard import parse_url, screen
+from app.tools.fetch.guard import Target, parse_url, screen
 
 TYPES = ("discord", "webhook", "ntfy")
-TARGET_FIELDS = {"discord": ("webhook_url", "channel_id"), "webhook": ("url",), "ntfy": ("topic",)}
+TARGET_FIELDS = {
+    "discord": ("webhook_url", "channel_id", "bot_token_env"),
+    "webhook": ("url",),
+    "ntfy": ("topic",),
+}
 DISCORD_ID = re.compile(r"[0-9]{1,25}")  # a snowflake
 DISCORD_WEBHOOK_PATH = re.compile(r"/webhooks/([0-9]{1,25})/([A-Za-z0-9_.-]{1,200})")
 NTFY_TOPIC = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# A bot link may name another bot's token variable in the gateway's environment, but only one of
+# these (never DATABASE_URL, say): the token itself is never stored.
+BOT_TOKEN_ENV_NAME = re.compile(re.escape(DISCORD_BOT_TOKEN_ENV) + r"(_[A-Z0-9_]{1,40})?")
 HIDDEN = "…"
 
 
@@ -57,10 +64,17 @@ def _discord(given: dict[str, Any], settings: NotifySettings) -> dict[str, str]:
         raise ChannelError(
             "a discord channel needs either webhook_url or channel_id (not both)", "webhook_url"
         )
+    bot_env: str | None = given.get("bot_token_env")
     if channel is not None:
         if not DISCORD_ID.fullmatch(channel):
             raise ChannelError("channel_id: a Discord channel id (digits)", "channel_id")
-        return {"channel_id": channel}
+        if bot_env is not None and not BOT_TOKEN_ENV_NAME.fullmatch(bot_env):
+            raise ChannelError(
+                f"bot_token_env: {DISCORD_BOT_TOKEN_ENV} or {DISCORD_BOT_TOKEN_ENV}_NAME", "bot_token_env"
+            )
+        return {"channel_id": channel, **({"bot_token_env": bot_env} if bot_env else {})}
+    if bot_env is not None:
+        raise ChannelError("bot_token_env: only with channel_id (a webhook needs no bot)", "bot_token_env")
     assert webhook is not None
     prefix = settings.discord_api_base + "/"
     match = (
@@ -73,13 +87,18 @@ def _discord(given: dict[str, Any], settings: NotifySettings) -> dict[str, str]:
 
 def check_webhook_url(url: str, settings: NotifySettings) -> str:
     """`url` when it is http(s) and its host is one the SSRF guard lets the gateway reach."""
+    screen_webhook(url, settings)
+    return url
+
+
+def screen_webhook(url: str, settings: NotifySettings) -> Target:
+    """The guard's verdict on a webhook URL: its host's checked addresses, to connect to those."""
     if len(url) > MAX_CHANNEL_URL_CHARS:
         raise ChannelError(f"url: at most {MAX_CHANNEL_URL_CHARS} characters", "url")
     try:
-        screen(parse_url(url), system_resolver, settings.allow_private_network)
+        return screen(parse_url(url), system_resolver, settings.allow_private_network)
     except FetchError as exc:
         raise ChannelError(f"url: {exc}", "url") from None
-    return url
 
 
 def _required(given: dict[str, Any], key: str) -> str:
@@ -93,7 +112,8 @@ def redacted(link: ChannelLink) -> str:
     """What a person may be shown of a target: enough to tell links apart, no token or topic."""
     target = link.target
     if "channel_id" in target:
-        return f"bot channel {target['channel_id']}"
+        bot = f" ({target['bot_token_env']})" if "bot_token_env" in target else ""
+        return f"bot channel {target['channel_id']}{bot}"
     if "webhook_url" in target:
         match = DISCORD_WEBHOOK_PATH.search(target["webhook_url"])
         return f"webhook {match.group(1) if match else ''}/{HIDDEN}"

@@ -7,17 +7,15 @@ the topic or a token (they are secrets, and an httpx error would quote the URL).
 from __future__ import annotations
 
 import base64
-import os
-import re
 from dataclasses import dataclass
 
 import httpx
 
-from app.gateway.channels import ChannelError, check_webhook_url
+from app.gateway.channels import BOT_TOKEN_ENV_NAME, ChannelError, screen_webhook
 from app.settings import DISCORD_BOT_TOKEN_ENV, NotifySettings
+from app.tools.fetch.transport import PinnedTransport
 
 USER_AGENT = "turnstone-jobs/0.1 (channel gateway)"
-BOT_TOKEN_ENV_NAME = re.compile(re.escape(DISCORD_BOT_TOKEN_ENV) + r"(_[A-Z0-9_]{1,40})?")
 
 
 class DeliveryError(Exception):
@@ -57,11 +55,16 @@ def deliver(
         )
     elif channel_type == "webhook":
         try:
-            url = check_webhook_url(target["url"], settings)  # again: its host may resolve elsewhere now
+            screened = screen_webhook(target["url"], settings)  # again: its host may resolve elsewhere now
         except ChannelError as exc:
             raise DeliveryError(f"webhook refused: {exc}", is_config=True) from None
         body = {"title": note.title, "message": note.message, "text": note.text}
-        _post(client, "webhook", url, json=body)
+        # to the addresses just checked, never a second lookup's (DNS rebinding)
+        pinned = httpx.Client(
+            transport=PinnedTransport(screened.addresses), timeout=client.timeout, trust_env=False
+        )
+        with pinned:
+            _post(pinned, "webhook", target["url"], json=body)
     elif channel_type == "ntfy":
         headers = {"Title": _header_text(note.title)} if note.title else {}
         _post(
@@ -83,11 +86,14 @@ def _header_text(text: str) -> str:
 
 
 def _bot_token(settings: NotifySettings, env_name: str | None) -> str:
-    # A link may name another bot's variable, but only one of ours: never DATABASE_URL, say.
-    token = os.environ.get(env_name) if env_name and BOT_TOKEN_ENV_NAME.fullmatch(env_name) else None
-    token = token or settings.discord_bot_token
+    if env_name and env_name != DISCORD_BOT_TOKEN_ENV and BOT_TOKEN_ENV_NAME.fullmatch(env_name):
+        token = settings.discord_bot_tokens.get(env_name)
+    else:
+        token = settings.discord_bot_token
     if not token:
-        raise DeliveryError(f"the gateway has no Discord bot token ({DISCORD_BOT_TOKEN_ENV})", is_config=True)
+        raise DeliveryError(
+            f"the gateway has no Discord bot token ({env_name or DISCORD_BOT_TOKEN_ENV})", is_config=True
+        )
     return token
 
 

@@ -50,4 +50,5 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 
 def _scrub(text: str, ctx: ToolContext) -> str:
     settings = ctx.settings.notify
-    return redact(text, [s for s in (settings.service_secret, settings.discord_bot_token) if s])
+    secrets = [settings.service_secret, settings.discord_bot_token, *settings.discord_bot_tokens.values()]
+    return redact(text, [s for s in secrets if s])

@@ -14,7 +14,7 @@ from app.web.access import principal
 from app.web.requests import field, json_body, path_id
 
 channel_api = Blueprint("channels", __name__, url_prefix="/v1/api/channels")
-TARGET_KEYS = ("webhook_url", "channel_id", "url", "topic")
+TARGET_KEYS = ("webhook_url", "channel_id", "bot_token_env", "url", "topic")
 BODY_KEYS = ("channel_type", "label", *TARGET_KEYS)
 
 

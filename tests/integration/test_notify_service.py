@@ -256,3 +256,66 @@ def test_channels_are_each_users_own(services, people, api):
         assert r.status_code == 400 and r.json()["error"]
     assert mine.delete(f"{CH}/{made['id']}").json() == {"deleted": made["id"]}
     assert mine.get(CH).json() == {"channels": []}
+
+
+def test_the_limit_counts_every_step_of_a_turn_from_the_database(
+    services, api, model, open_socket, chat_platform, workdir
+):
+    """Three notifications in the turn's first step, three in its second (a new batch task,
+    on whichever worker thread): the count is the database's, so the sixth is refused."""
+    ws_id = api.create_workstream(name="two-steps", working_dir=str(workdir))
+    sock = open_socket(ws_id)
+
+    def calls(step: int) -> list[ToolCall]:
+        return [
+            ToolCall("notify", {"channel_type": "discord", "channel_id": "8", "message": f"s{step}n{n}"},
+                     id=f"step{step}-{n}")
+            for n in range(3)
+        ]  # fmt: skip
+
+    model.enqueue(Reply(text="First three.", tool_calls=calls(1)), match="limit-steps")
+    model.enqueue(Reply(text="Three more.", tool_calls=calls(2)), match="limit-steps")
+    model.enqueue(Reply(text="Done."), match="limit-steps")
+    turn_id = api.send(ws_id, "limit-steps: keep them posted")
+    results = [sock.wait_type("tool_result", call_id=c.id, timeout=90) for c in calls(1) + calls(2)]
+    sock.wait_turn_end(turn_id, timeout=90)
+    assert [r["is_error"] for r in results[:3]] == [False] * 3
+    assert sorted(r["is_error"] for r in results[3:]) == [False, False, True]
+    assert len(chat_platform.wait_for(5, kind="discord-bot", target="8")) == 5
+    # a new turn has five again
+    one = ToolCall("notify", {"channel_type": "discord", "channel_id": "8", "message": "new"})
+    (again,) = run_turn(api, model, sock, ws_id, [one], "limit-next")
+    assert not again["is_error"] and "(1 of 5 this turn)" in again["output"]
+
+
+def test_the_limit_survives_a_worker_killed_mid_turn(
+    services, api, model, open_socket, chat_platform, workdir
+):
+    """Three notifications, then the worker dies while a command of the same batch runs; the new
+    worker finishes the turn, whose next step asks for three more: two go, the sixth is refused."""
+    ws_id = api.create_workstream(name="killed", working_dir=str(workdir), auto_approve=True)
+    sock = open_socket(ws_id)
+    first = [
+        ToolCall("notify", {"channel_type": "discord", "channel_id": "9", "message": f"a{n}"}, id=f"k1-{n}")
+        for n in range(3)
+    ]
+    slow = ToolCall("bash", {"command": "echo started; sleep 30"}, id="k1-bash")
+    second = [
+        ToolCall("notify", {"channel_type": "discord", "channel_id": "9", "message": f"b{n}"}, id=f"k2-{n}")
+        for n in range(3)
+    ]
+    model.enqueue(Reply(text="Three, and a long command.", tool_calls=[*first, slow]), match="limit-killed")
+    model.enqueue(Reply(text="Three more.", tool_calls=second), match="limit-killed")
+    model.enqueue(Reply(text="Done."), match="limit-killed")
+    turn_id = api.send(ws_id, "limit-killed: go")
+    for call in first:
+        assert not sock.wait_type("tool_result", call_id=call.id, timeout=90)["is_error"]
+    sock.wait_type("tool_output_chunk", call_id=slow.id, timeout=60)
+    services.kill("worker")
+    services.start_worker()
+    results = [sock.wait_type("tool_result", call_id=c.id, timeout=120) for c in second]
+    sock.wait_turn_end(turn_id, timeout=120)
+    assert sorted(r["is_error"] for r in results) == [False, False, True]
+    refused = next(r for r in results if r["is_error"])
+    assert "limited to 5 successful notifications per turn" in refused["output"]
+    assert len(chat_platform.wait_for(5, kind="discord-bot", target="9")) == 5

@@ -352,3 +352,59 @@ def test_notify_settings_come_from_the_section_and_the_environment():
 def test_bad_notify_settings_are_refused_by_key(section, error):
     with pytest.raises(SettingsError, match=error):
         Settings.from_mapping({"notify": section}, {})
+
+
+# -- channels and platforms -----------------------------------------------------------------------
+
+
+def test_channel_targets_are_checked_and_shown_redacted():
+    from app.gateway.channels import ChannelError, parse_target, redacted
+    from app.storage.models import ChannelLink
+
+    settings = NotifySettings(discord_api_base="http://127.0.0.1:9/api")
+    hook = parse_target("discord", {"webhook_url": "http://127.0.0.1:9/api/webhooks/55/tok-en"}, settings)
+    assert redacted(ChannelLink(id="a", user_id="u", channel_type="discord", target=hook)) == "webhook 55/…"
+    bot = parse_target(
+        "discord", {"channel_id": "9", "bot_token_env": "TURNSTONE_DISCORD_BOT_TOKEN_OPS"}, settings
+    )
+    assert redacted(ChannelLink(id="b", user_id="u", channel_type="discord", target=bot)) == (
+        "bot channel 9 (TURNSTONE_DISCORD_BOT_TOKEN_OPS)"
+    )
+    for given, field in (
+        ({"channel_id": "9", "bot_token_env": "DATABASE_URL"}, "bot_token_env"),
+        (
+            {
+                "webhook_url": "http://127.0.0.1:9/api/webhooks/55/t",
+                "bot_token_env": "TURNSTONE_DISCORD_BOT_TOKEN",
+            },
+            "bot_token_env",
+        ),
+        ({"webhook_url": "http://127.0.0.1:9/api/../webhooks/55/t"}, "webhook_url"),
+        ({"webhook_url": "http://127.0.0.1:9/apix/webhooks/55/t"}, "webhook_url"),
+    ):
+        with pytest.raises(ChannelError) as caught:
+            parse_target("discord", given, settings)
+        assert caught.value.field == field
+    with pytest.raises(ChannelError, match="private"):
+        parse_target("webhook", {"url": "http://127.0.0.1:5/hook"}, settings)  # loopback, switch off
+
+
+def test_a_named_bot_token_comes_from_its_own_variable_only():
+    from app.gateway.platforms import DeliveryError, _bot_token
+
+    settings = Settings.from_mapping(
+        {},
+        {
+            "TURNSTONE_DISCORD_BOT_TOKEN": "main",
+            "TURNSTONE_DISCORD_BOT_TOKEN_OPS": "ops",
+            "DATABASE_URL": "db",
+        },
+    ).notify
+    assert (
+        _bot_token(settings, None) == "main" and _bot_token(settings, "TURNSTONE_DISCORD_BOT_TOKEN") == "main"
+    )
+    assert _bot_token(settings, "TURNSTONE_DISCORD_BOT_TOKEN_OPS") == "ops"
+    assert _bot_token(settings, "DATABASE_URL") == "main"  # never another variable's value
+    with pytest.raises(DeliveryError, match="TURNSTONE_DISCORD_BOT_TOKEN_NONE") as caught:
+        _bot_token(settings, "TURNSTONE_DISCORD_BOT_TOKEN_NONE")
+    assert caught.value.is_config
