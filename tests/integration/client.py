@@ -147,3 +147,15 @@ class EventSocket:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    """`check()`'s first truthy value, asked every 0.1 s for up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s: {what} (last: {last})")

@@ -20,10 +20,10 @@ from sqlmodel import Session, create_engine, select
 from app import presence
 from app.storage.models import PromptTemplate
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
-from tests.integration.client import Api, EventSocket
+from tests.integration.client import Api, EventSocket, wait_until
 from tests.integration.conftest import BACKENDS
 from tests.integration.mcp_peers import FakeMCP, everything_stdio, time_server
-from tests.integration.services import API_TOKEN, BIN, Services, postgres_available
+from tests.integration.services import BIN, Services, postgres_available
 
 pytestmark = pytest.mark.integration
 # With server-everything's tools the workstream has more than tools.search_threshold (20): tool
@@ -63,43 +63,6 @@ def services(  # by this name, a failure shows the service logs (conftest's repo
         services.stop()
 
 
-@pytest.fixture
-def api(services: Services) -> Api:
-    return Api(services.base_url, API_TOKEN)
-
-
-@pytest.fixture
-def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
-    model_server.reset()
-    yield model_server
-    model_server.reset()
-
-
-@pytest.fixture
-def sockets(services: Services) -> Iterator[Callable[[str], EventSocket]]:
-    opened: list[EventSocket] = []
-
-    def _open(ws_id: str) -> EventSocket:
-        sock = EventSocket(services.base_url, API_TOKEN, ws_id)
-        opened.append(sock)
-        return sock
-
-    yield _open
-    for sock in opened:
-        sock.close()
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what} (last: {last})")
-
-
 def overview(api: Api) -> dict[str, Any]:
     r = api.http.get("/v1/api/mcp")
     assert r.status_code == 200, r.text
@@ -137,11 +100,11 @@ def test_workers_publish_status_and_health_counts_it(api: Api) -> None:
 
 
 def test_a_turn_calls_tools_of_two_servers_reads_a_resource_and_expands_a_prompt(
-    api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket]
 ) -> None:
     uri = connected(api, SERVERS)["everything"]["resources"][0]
     ws_id = api.create_workstream(**IN_VIEW)
-    sock = sockets(ws_id)
+    sock = open_socket(ws_id)
     calls = [
         ToolCall("mcp__everything__echo", {"message": "hello from the model"}),
         ToolCall("mcp__time__get_current_time", {"timezone": "UTC"}),
@@ -174,7 +137,7 @@ def test_a_turn_calls_tools_of_two_servers_reads_a_resource_and_expands_a_prompt
 
 
 def test_an_mcp_tool_deferred_by_tool_search_is_found_then_called(
-    api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket]
 ) -> None:
     # By default (search "auto") server-everything's tools push the workstream past the threshold:
     # MCP tools are deferred, found by tool_search like any tool source's, and then called.
@@ -182,7 +145,7 @@ def test_an_mcp_tool_deferred_by_tool_search_is_found_then_called(
     ws_id = api.create_workstream()
     tools = api.workstream(ws_id)["tools"]  # the web tier counts what the workers publish
     assert tools["search"] == "client" and tools["total"] >= tools["visible"] + 10, tools
-    sock = sockets(ws_id)
+    sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("tool_search", {"query": "echo back the message"}, id="s1")]))
     echo = ToolCall("mcp__everything__echo", {"message": "found and called"}, id="e1")
     model.enqueue(Reply(tool_calls=[echo]))
@@ -206,11 +169,11 @@ def test_an_mcp_tool_deferred_by_tool_search_is_found_then_called(
 
 
 def test_always_for_read_resource_covers_that_uri_only(
-    api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket]
 ) -> None:
     first, second = connected(api, SERVERS)["everything"]["resources"][:2]
     ws_id = api.create_workstream(**IN_VIEW)
-    sock = sockets(ws_id)
+    sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("read_resource", {"uri": first})]))
     model.enqueue(
         Reply(
@@ -361,7 +324,7 @@ def test_what_the_admin_api_refuses(api: Api) -> None:
 
 
 def test_a_pushed_change_reaches_the_next_model_step(
-    services: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    services: Services, api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket]
 ) -> None:
     fake = FAKES[services.base_url]
     connected(api, SERVERS)
@@ -369,7 +332,7 @@ def test_a_pushed_change_reaches_the_next_model_step(
     try:
         wait_until(lambda: "mcp__fake__late" in servers(api)["fake"]["tools"], timeout=15, what="pushed tool")
         ws_id = api.create_workstream(**IN_VIEW)
-        sock = sockets(ws_id)
+        sock = open_socket(ws_id)
         model.enqueue(Reply(text="I see it."))
         sock.wait_turn_end(api.send(ws_id, "what tools now?"))
         assert "mcp__fake__late" in [t["function"]["name"] for t in model.history[0].body["tools"]]
@@ -378,13 +341,13 @@ def test_a_pushed_change_reaches_the_next_model_step(
 
 
 def test_cancelling_the_turn_cancels_the_mcp_request_on_the_server(
-    services: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    services: Services, api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket]
 ) -> None:
     fake = FAKES[services.base_url]
     connected(api, SERVERS)
     before = len(fake.cancelled())
     ws_id = api.create_workstream(auto_approve=True, **IN_VIEW)
-    sock = sockets(ws_id)
+    sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("mcp__fake__hang", {})]))
     turn_id = api.send(ws_id, "wait for ever")
     wait_until(lambda: "hang" in fake.calls(), what="the call reached the server")
@@ -396,12 +359,12 @@ def test_cancelling_the_turn_cancels_the_mcp_request_on_the_server(
 
 
 def test_a_worker_killed_mid_call_reports_it_interrupted_and_never_sends_it_again(
-    services: Services, api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket]
+    services: Services, api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket]
 ) -> None:
     fake = FAKES[services.base_url]
     connected(api, SERVERS)
     ws_id = api.create_workstream(auto_approve=True, **IN_VIEW)
-    sock = sockets(ws_id)
+    sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("mcp__fake__slow_echo", {"text": "once only", "seconds": 30})]))
     model.enqueue(Reply(text="It was interrupted."))
     turn_id = api.send(ws_id, "echo slowly")

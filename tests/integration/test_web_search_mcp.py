@@ -6,7 +6,6 @@ the model a clear error item, never a crash of the turn.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,10 +13,10 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.fakes.reranker import FakeReranker
-from tests.integration.client import Api, EventSocket
+from tests.integration.client import Api, EventSocket, wait_until
 from tests.integration.conftest import BACKENDS
 from tests.integration.mcp_peers import FakeMCP
-from tests.integration.services import API_TOKEN, Services, postgres_available
+from tests.integration.services import Services, postgres_available
 
 pytestmark = pytest.mark.integration
 BACKEND = "MCP tool 'search' of server 'searcher'"
@@ -50,43 +49,6 @@ def services(  # by this name, a failure shows the service logs (conftest's repo
         services.stop()
 
 
-@pytest.fixture
-def api(services: Services) -> Api:
-    return Api(services.base_url, API_TOKEN)
-
-
-@pytest.fixture
-def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
-    model_server.reset()
-    yield model_server
-    model_server.reset()
-
-
-@pytest.fixture
-def sockets(services: Services) -> Iterator[Callable[[str], EventSocket]]:
-    opened: list[EventSocket] = []
-
-    def _open(ws_id: str) -> EventSocket:
-        sock = EventSocket(services.base_url, API_TOKEN, ws_id)
-        opened.append(sock)
-        return sock
-
-    yield _open
-    for sock in opened:
-        sock.close()
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what} (last: {last})")
-
-
 def searcher_state(api: Api) -> str | None:
     found = [s for s in api.http.get("/v1/api/mcp").json()["servers"] if s["name"] == "searcher"]
     return found[0].get("state") if found else None
@@ -114,10 +76,10 @@ def searcher(api: Api, services: Services) -> FakeMCP:
     return fake
 
 
-def search(api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocket], query: str) -> dict:
+def search(api: Api, model: FakeModelServer, open_socket: Callable[[str], EventSocket], query: str) -> dict:
     """One approved web_search call; its tool_result event, once the turn has ended."""
     ws_id = api.create_workstream()
-    sock = sockets(ws_id)
+    sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("web_search", {"query": query, "max_results": 2}, id="s1")]))
     model.enqueue(Reply(text="done"))
     turn_id = api.send(ws_id, f"search for {query}")
@@ -131,9 +93,9 @@ def search(api: Api, model: FakeModelServer, sockets: Callable[[str], EventSocke
     return result
 
 
-def test_no_such_server_gives_the_model_a_clear_error(api, model, sockets):
+def test_no_such_server_gives_the_model_a_clear_error(api, model, open_socket):
     assert searcher_state(api) is None  # the module's first test: nothing added yet
-    result = search(api, model, sockets, "anything")
+    result = search(api, model, open_socket, "anything")
     assert result["is_error"]
     assert result["output"] == (
         f"Error: web_search failed: the search backend, {BACKEND}, is unavailable: "
@@ -141,8 +103,8 @@ def test_no_such_server_gives_the_model_a_clear_error(api, model, sockets):
     )
 
 
-def test_the_query_goes_to_the_mcp_tool_and_its_results_come_back_as_links(api, model, sockets, searcher):
-    result = search(api, model, sockets, "ruddy turnstone shore")
+def test_the_query_goes_to_the_mcp_tool_and_its_results_come_back_as_links(api, model, open_socket, searcher):
+    result = search(api, model, open_socket, "ruddy turnstone shore")
     assert not result["is_error"]
     assert result["output"] == (
         "1. [Unrelated portal](https://portal.example/)\n   Nothing here.\n"
@@ -153,8 +115,8 @@ def test_the_query_goes_to_the_mcp_tool_and_its_results_come_back_as_links(api, 
     assert "web_search" in offered  # offered with no SearxNG: the MCP backend is one
 
 
-def test_a_reranker_reorders_the_mcp_tools_results(api, model, sockets, searcher, reranker):
-    result = search(api, model, sockets, "ruddy turnstone shore")
+def test_a_reranker_reorders_the_mcp_tools_results(api, model, open_socket, searcher, reranker):
+    result = search(api, model, open_socket, "ruddy turnstone shore")
     assert result["output"] == (
         "1. [Ruddy guide](https://ruddy.example/guide)\n   All about ruddy.\n"
         "2. [Turnstone guide](https://turnstone.example/guide)\n   All about turnstone."
@@ -163,15 +125,15 @@ def test_a_reranker_reorders_the_mcp_tools_results(api, model, sockets, searcher
     assert request["body"]["query"] == "ruddy turnstone shore" and len(request["body"]["documents"]) == 4
 
 
-def test_an_answer_that_is_not_a_result_list_is_passed_on_as_text(api, model, sockets, searcher):
-    result = search(api, model, sockets, "plain facts")
+def test_an_answer_that_is_not_a_result_list_is_passed_on_as_text(api, model, open_socket, searcher):
+    result = search(api, model, open_socket, "plain facts")
     assert not result["is_error"], result["output"]
     assert result["output"] == "Plain answer about 'plain facts': see https://plain.example/answer"
 
 
-def test_a_server_that_cannot_start_gives_the_model_a_clear_error(api, model, sockets):
+def test_a_server_that_cannot_start_gives_the_model_a_clear_error(api, model, open_socket):
     put_searcher(api, {"command": "/nonexistent/search"}, "error")
-    result = search(api, model, sockets, "anything")
+    result = search(api, model, open_socket, "anything")
     assert result["is_error"]
     assert result["output"].startswith(
         f"Error: web_search failed: the search backend, {BACKEND}, is unavailable:"
