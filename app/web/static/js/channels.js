@@ -2,7 +2,7 @@
 // ntfy). Everything the server sends is put in as text; targets come back redacted.
 
 import { api, ApiError } from "./api.js";
-import { h } from "./dom.js";
+import { h, removeButton } from "./dom.js";
 
 // What the form's one target field is, per choice: the body field and a hint.
 const KINDS = {
@@ -28,19 +28,8 @@ export function bindChannelsPanel(els, { onError }) {
 
   function row(c) {
     const name = c.label || c.channel_type;
-    const remove = h("button", { class: "btn btn-ghost btn-small", type: "button", "aria-label": `Remove channel ${name}` }, "Remove");
-    remove.addEventListener("click", async () => {
-      remove.disabled = true;
-      try {
-        await api.unlinkChannel(c.id);
-      } catch (err) {
-        if (err.status !== 404) {
-          remove.disabled = false;
-          return onError(err);
-        }
-      }
-      refresh();
-    });
+    const label = { "aria-label": `Remove channel ${name}` };
+    const remove = removeButton("Remove", label, () => api.unlinkChannel(c.id), refresh, onError);
     return h(
       "li",
       { class: "memory channel", "data-channel-id": c.id },

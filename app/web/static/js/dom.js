@@ -29,3 +29,22 @@ export function throttled(fn) {
     else requestAnimationFrame(run);
   };
 }
+
+// A button that removes something on the server: disabled while it asks, then `done()`; a 404
+// (already gone) counts as removed, any other error re-enables it and goes to `onError`.
+export function removeButton(text, attrs, remove, done, onError) {
+  const button = h("button", { class: "btn btn-ghost btn-small", type: "button", ...attrs }, text);
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      await remove();
+    } catch (err) {
+      if (err.status !== 404) {
+        button.disabled = false;
+        return onError(err);
+      }
+    }
+    done();
+  });
+  return button;
+}

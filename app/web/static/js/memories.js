@@ -1,7 +1,7 @@
 // The memories panel: what the agent has saved (the memory tool), searchable, each deletable.
 
 import { api } from "./api.js";
-import { h } from "./dom.js";
+import { h, removeButton } from "./dom.js";
 
 export function bindMemoriesPanel(els, { onError }) {
   let query = "";
@@ -20,19 +20,8 @@ export function bindMemoriesPanel(els, { onError }) {
   }
 
   function row(m) {
-    const remove = h("button", { class: "btn btn-ghost btn-small memory-delete", type: "button", "aria-label": `Delete memory ${m.name}` }, "Delete");
-    remove.addEventListener("click", async () => {
-      remove.disabled = true;
-      try {
-        await api.deleteMemory(m.id);
-      } catch (err) {
-        if (err.status !== 404) {
-          remove.disabled = false;
-          return onError(err);
-        }
-      }
-      refresh();
-    });
+    const label = { class: "btn btn-ghost btn-small memory-delete", "aria-label": `Delete memory ${m.name}` };
+    const remove = removeButton("Delete", label, () => api.deleteMemory(m.id), refresh, onError);
     return h(
       "li",
       { class: "memory", "data-memory-id": m.id, "data-name": m.name },
