@@ -3,7 +3,6 @@ into `ModelEvent`s (the wire format conversion lives in `anthropic_format`)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from app.providers.anthropic_format import (
 from app.providers.base import (
     api_key_for,
     cached_client,
+    raw_request,
     sdk_failures,
     truncated_failure,
 )
@@ -122,11 +122,10 @@ def _post(client: Any, params: dict) -> Any:
     """`messages.create(**params)` with the body serialised here, in one `json.dumps`: the SDK's
     own preparation copies every message of the history on every step, and adds nothing to
     plain JSON. The SDK still sends it, with its headers, error mapping and stream."""
-    body = {key: value for key, value in params.items() if key != "extra_headers"}
-    headers = {"Content-Type": "application/json", **params.get("extra_headers", {})}
+    body, headers = raw_request(params)
     return client.post(
         "/v1/messages",
-        content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+        content=body,
         options={"headers": headers},
         cast_to=Message,
         stream=True,

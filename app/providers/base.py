@@ -76,6 +76,16 @@ def cached_client(client_class: type, api_key: str, base_url: str, timeout_secon
     )
 
 
+def raw_request(params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    """The JSON body and headers of a `create(**params)` call, for the SDK client's `post`:
+    `extra_headers` go with the headers and `extra_body` into the body, as `create` would put
+    them. Serialised as the SDKs do (UTF-8, compact), in one `json.dumps`."""
+    body = {key: value for key, value in params.items() if key not in ("extra_headers", "extra_body")}
+    body.update(params.get("extra_body") or {})
+    headers = {"Content-Type": "application/json", **(params.get("extra_headers") or {})}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), headers
+
+
 @contextmanager
 def sdk_failures(
     sdk: ModuleType, timeout_seconds: float, transport_errors: tuple[type[BaseException], ...] = ()

@@ -3,7 +3,6 @@ streamed through the official `openai` SDK and turned into `ModelEvent`s."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from app.providers import events
 from app.providers.base import (
     api_key_for,
     cached_client,
+    raw_request,
     sdk_failures,
     truncated_failure,
 )
@@ -105,11 +105,11 @@ def _post(client: Any, params: dict) -> Any:
     the SDK's own preparation walks every message of the history through its type annotations
     (about 0.2 ms a message, on every step), and leaves plain JSON as it is. The SDK still sends
     it, with its headers, error mapping and stream."""
-    body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
+    body, headers = raw_request(params)
     return client.post(
         "/chat/completions",
         content=body,
-        options={"headers": {"Content-Type": "application/json"}},
+        options={"headers": headers},
         cast_to=ChatCompletion,
         stream=True,
         stream_cls=openai.Stream[ChatCompletionChunk],
