@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -30,6 +31,22 @@ def load(db: Database) -> dict[str, ServerConfig]:
         except ValueError as exc:  # stored by an older version with other rules
             log.warning("stored MCP server %s is unusable: %s", row.name, exc)
     return servers
+
+
+def changed_at(db: Database) -> dict[str, float]:
+    """When each stored server's definition was last written, as a Unix time: a worker's report
+    older than that speaks of the definition before it (or of a server deleted since)."""
+    try:
+        with db.reader() as s:
+            rows = s.exec(select(McpServer.name, McpServer.updated_at)).all()
+    except SQLAlchemyError as exc:
+        log.warning("reading the stored MCP servers: %s", type(exc).__name__)
+        return {}
+    return {name: _aware(at).timestamp() for name, at in rows}
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # SQLite gives them back naive
 
 
 def save(db: Database, config: ServerConfig, create: bool) -> bool:

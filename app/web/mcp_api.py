@@ -35,9 +35,12 @@ def overview() -> Any:
     rt = _rt()
     merged = status.read(rt.redis)
     reported = {s["name"]: s for s in merged["servers"]}
+    changed = store.changed_at(rt.db)
     servers = []
     for name, config in sorted(rt.mcp.servers().items()):
         seen = reported.get(name)
+        if seen and _reported_at(seen, merged) < changed.get(name, 0.0):
+            seen = None  # of the definition before this one: no worker has caught up yet
         servers.append({**_unreported(config), **(seen or {}), "origin": config.origin})
     return jsonify(servers=servers, workers=merged["workers"], totals=status.summary({"servers": servers}))
 
@@ -126,6 +129,12 @@ def _stored(name: str) -> ServerConfig:
     if config.origin != ORIGIN_DB:
         raise ForbiddenError(f"MCP server {name!r} is defined in the {config.origin} file; change it there")
     return config
+
+
+def _reported_at(seen: dict[str, Any], merged: dict[str, Any]) -> float:
+    """The time of the newest worker report that speaks of this server."""
+    workers = merged["workers"]
+    return max((workers[w]["ts"] for w in seen.get("workers", {}) if w in workers), default=0.0)
 
 
 def _unreported(config: ServerConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -254,6 +255,29 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
         wait_until(lambda: "remote" not in servers(api), timeout=10, what="remote gone")
     finally:
         services.kill("worker2")
+        fake.stop_http()
+
+
+def test_a_server_removed_and_added_again_is_not_shown_connected_before_a_worker_says_so(
+    services: Services, api: Api, tmp_path: Path
+) -> None:
+    connected(api, SERVERS)
+    fake = http_fake(tmp_path)
+    body = {"name": "again", "type": "http", "url": fake.start_http()["url"]}
+    worker = services.processes["worker"].pid
+    try:
+        assert api.http.post("/v1/api/mcp/servers", json=body).status_code == 201
+        connected(api, {"again"})
+        os.kill(worker, signal.SIGSTOP)  # the worker's last report says "connected"
+        assert api.http.delete("/v1/api/mcp/servers/again").status_code == 204
+        assert api.http.post("/v1/api/mcp/servers", json=body).status_code == 201
+        # That report is older than the new definition: it speaks of the server deleted.
+        assert servers(api)["again"]["state"] == "connecting"
+        os.kill(worker, signal.SIGCONT)
+        connected(api, {"again"})
+    finally:
+        os.kill(worker, signal.SIGCONT)
+        api.http.delete("/v1/api/mcp/servers/again")
         fake.stop_http()
 
 
