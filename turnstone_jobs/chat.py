@@ -21,6 +21,7 @@ from turnstone_jobs.results import ApprovalItem, Event
 HISTORY_FILE = Path("~/.turnstone_jobs_history")
 HISTORY_LINES = 1000
 POLL_SECONDS = 0.2  # how often a followed turn checks for Ctrl-C between events
+CHECK_AFTER_POLLS = 25  # a followed turn quiet this many polls (5 s): ask the service if it ended
 
 HELP = """\
 commands:
@@ -40,7 +41,11 @@ at an approval: y (yes), n (no), a (always this tool); text after the letter is 
 
 
 class Leave(Exception):
-    """The person asked to leave."""
+    """The session ends: the person asked to (status 0), or the event stream is gone (1)."""
+
+    def __init__(self, status: int = 0) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 class Chat:
@@ -78,9 +83,9 @@ class Chat:
                     raise Leave from None
                 interrupted = False
                 self.handle(line)
-        except Leave:
+        except Leave as leave:
             self.render.line("bye")
-            return 0
+            return leave.status
         finally:
             _save_history()
             if self.stream is not None:
@@ -133,7 +138,7 @@ class Chat:
     def show(self, item: Event | BaseException | str) -> Event | None:
         if isinstance(item, BaseException):
             self.render.line(f"event stream stopped: {item}", "bold red")
-            raise Leave
+            raise Leave(1)
         if isinstance(item, str):
             self.render.line(item, "dim")
             return None
@@ -145,11 +150,17 @@ class Chat:
         Ctrl-C cancels it; a second Ctrl-C leaves."""
         cancelling = False
         asked: set[tuple[str | None, str]] = set()
+        quiet = 0
         while True:
             try:
                 try:
                     event = self.show(self.events.get(timeout=POLL_SECONDS))
+                    quiet = 0
                 except queue.Empty:
+                    quiet += 1
+                    if quiet % CHECK_AFTER_POLLS == 0 and self._has_ended(turn_id):
+                        self.render.flush()
+                        return
                     continue
                 if event is None or event.turn_id != turn_id:
                     continue
@@ -167,6 +178,15 @@ class Chat:
                 self.render.line("cancelling the turn… (Ctrl-C again to leave)", "yellow")
                 with contextlib.suppress(ClientError):
                     self.client.cancel(self.ws_id, turn_id)
+
+    def _has_ended(self, turn_id: str) -> bool:
+        """After a quiet while, the service's word on whether the turn is over (a queued turn
+        that was cancelled before it started sends no end of its own)."""
+        try:
+            ws = self.client.workstream(self.ws_id)
+        except ClientError:
+            return False
+        return ws.active_turn_id != turn_id and not ws.queued_messages
 
     def ask_all(self, turn_id: str, items: list[ApprovalItem]) -> None:
         for item in items:

@@ -247,3 +247,26 @@ def test_slash_commands_show_workstreams_history_watches_mcp_and_skills(chat, mo
     repl.child.expect_exact("the other one> ")
     repl.child.sendeof()
     repl.child.expect(pexpect.EOF)
+
+
+def test_the_new_workstream_flags_reach_the_api_and_are_refused_with_an_existing_one(chat, api, services):
+    repl = chat(
+        "--new", "flags", "--model", "claude", "--tool-search", "on",
+        "--tool-search-threshold", "3", "--tool-search-max-results", "7",
+    )  # fmt: skip
+    ws = api.workstream(repl.ws_id)
+    assert (ws["name"], ws["model"], ws["auto_approve"]) == ("flags", "claude", False)
+    assert ws["tool_search"] == {"mode": "on", "threshold": 3, "max_results": 7}
+    repl.child.sendline("/quit")
+    repl.child.expect(pexpect.EOF)
+    env = {**os.environ, "TURNSTONE_TOKEN": API_TOKEN}
+    refused = pexpect.run(
+        f"{BIN / 'turnstone-jobs'} chat {repl.ws_id} --model claude --url {services.base_url}",
+        env=env, withexitstatus=True, encoding="utf-8", timeout=30,
+    )  # fmt: skip
+    assert refused[1] == 2 and "give them without WS_ID" in refused[0]
+    bad = pexpect.run(
+        f"{BIN / 'turnstone-jobs'} chat --new x --tool-search-max-results 500 --url {services.base_url}",
+        env=env, withexitstatus=True, encoding="utf-8", timeout=30,
+    )  # fmt: skip
+    assert bad[1] == 1 and bad[0].startswith("turnstone-jobs: ") and "max_results" in bad[0]
