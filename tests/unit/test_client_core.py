@@ -147,6 +147,21 @@ def test_a_refused_socket_raises_instead_of_reconnecting() -> None:
     flaky.server.shutdown()
 
 
+def test_an_event_larger_than_a_mebibyte_arrives_whole() -> None:
+    output = "x" * (3 * 1024 * 1024)
+
+    def one_big_event(conn: ServerConnection) -> None:
+        conn.send(json.dumps({"type": "tool_result", "id": 1, "turn_id": "t", "output": output}))
+        conn.wait_closed()
+
+    server = serve(one_big_event, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+    with Client(url, "tok") as client, client.events("ws1") as stream:
+        assert stream.next(timeout=10).get("output") == output
+    server.shutdown()
+
+
 def _event(type_: str, id_: int, **data: Any) -> Event:
     return Event.from_json({"type": type_, "id": id_, "turn_id": data.pop("turn_id", "t"), **data})
 
