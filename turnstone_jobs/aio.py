@@ -114,6 +114,23 @@ class AsyncClient:
         messages = [Message.from_json(m) for m in data["messages"]]
         return History(ws_id, int(data.get("last_event_id") or 0), messages)
 
+    async def delete_workstream(self, ws_id: str) -> list[str]:
+        return list((await self._call("DELETE", ws_path(ws_id)))["deleted"])
+
+    async def watches(self, ws_id: str) -> list[dict[str, Any]]:
+        return list((await self._call("GET", ws_path(ws_id, "/watches")))["watches"])
+
+    async def skills(self) -> list[dict[str, Any]]:
+        return list((await self._call("GET", f"{protocol.API}/skills"))["skills"])
+
+    async def mcp(self) -> dict[str, Any]:
+        return dict(await self._call("GET", f"{protocol.API}/mcp"))
+
+    async def mcp_refresh(self, server: str | None = None) -> dict[str, Any]:
+        return dict(
+            await self._call("POST", f"{protocol.API}/mcp/refresh", {"server": server} if server else {})
+        )
+
     async def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._call("POST", ws_path(ws_id, "/send"), {"message": message}, headers=headers)

@@ -106,6 +106,8 @@ def test_async_client_follows_a_turn_with_an_async_callback_and_always(services,
             model.enqueue(Reply(tool_calls=[bash("echo two")]))
             model.enqueue(Reply(text="second done"))
             second = await client.send_and_wait(ws.ws_id, "second", timeout=60)  # no callback needed now
+            assert await client.watches(ws.ws_id) == []
+            assert (await client.history(ws.ws_id)).messages[-1].content == "second done"
             return first, second, await client.workstream(ws.ws_id)
 
     first, second, ws = asyncio.run(scenario())
