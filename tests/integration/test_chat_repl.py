@@ -61,7 +61,7 @@ class Repl:
 def chat(services, tmp_path) -> Iterator[Callable[..., Repl]]:
     started: list[Repl] = []
 
-    def start(*args: str) -> Repl:
+    def start(*args: str, prompt: bool = True) -> Repl:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TURNSTONE_")}
         env.update(
             TURNSTONE_URL=services.base_url,
@@ -80,7 +80,8 @@ def chat(services, tmp_path) -> Iterator[Callable[..., Repl]]:
         started.append(repl)
         child.expect(r"workstream (.+?) \((\w+)\), model")
         repl.name, repl.ws_id = child.match.group(1), child.match.group(2)
-        repl.prompt()
+        if prompt:
+            repl.prompt()
         return repl
 
     yield start
@@ -270,3 +271,33 @@ def test_the_new_workstream_flags_reach_the_api_and_are_refused_with_an_existing
         env=env, withexitstatus=True, encoding="utf-8", timeout=30,
     )  # fmt: skip
     assert bad[1] == 1 and bad[0].startswith("turnstone-jobs: ") and "max_results" in bad[0]
+
+
+def test_reopening_a_parked_workstream_asks_for_its_waiting_call(chat, model, api, open_socket, workdir):
+    ws_id = api.create_workstream(name="parked", working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[bash("echo decided-on-reopen")]))
+    model.enqueue(Reply(text="Reopened and done."))
+    api.send(ws_id, "from a script")
+    sock.wait_type("approve_request")
+    repl = chat(ws_id, prompt=False)
+    repl.expect("allow bash \\$ echo decided-on-reopen")
+    repl.say("y")
+    repl.expect("decided-on-reopen")
+    repl.expect("Reopened and done.")
+    repl.prompt()
+
+
+def test_slash_deny_decides_a_call_another_client_started_and_follows_the_turn(chat, model, api, open_socket):
+    repl = chat("--new", "deny")
+    sock = open_socket(repl.ws_id)
+    model.enqueue(Reply(tool_calls=[bash("rm -rf build")]))
+    model.enqueue(Reply(text="I left the build folder alone."))
+    api.send(repl.ws_id, "clean up")
+    sock.wait_type("approve_request")
+    repl.say("/deny too risky")
+    repl.expect("Denied by user: too risky")
+    repl.expect("I left the build folder alone.")
+    repl.prompt()
+    resolved = sock.wait_type("approval_resolved")
+    assert (resolved["approved"], resolved["feedback"], resolved["via"]) == (False, "too risky", "http")
