@@ -114,6 +114,23 @@ class AsyncClient:
         messages = [Message.from_json(m) for m in data["messages"]]
         return History(ws_id, int(data.get("last_event_id") or 0), messages)
 
+    async def delete_workstream(self, ws_id: str) -> list[str]:
+        return list((await self._call("DELETE", ws_path(ws_id)))["deleted"])
+
+    async def watches(self, ws_id: str) -> list[dict[str, Any]]:
+        return list((await self._call("GET", ws_path(ws_id, "/watches")))["watches"])
+
+    async def skills(self) -> list[dict[str, Any]]:
+        return list((await self._call("GET", f"{protocol.API}/skills"))["skills"])
+
+    async def mcp(self) -> dict[str, Any]:
+        return dict(await self._call("GET", f"{protocol.API}/mcp"))
+
+    async def mcp_refresh(self, server: str | None = None) -> dict[str, Any]:
+        return dict(
+            await self._call("POST", f"{protocol.API}/mcp/refresh", {"server": server} if server else {})
+        )
+
     async def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._call("POST", ws_path(ws_id, "/send"), {"message": message}, headers=headers)
@@ -261,7 +278,9 @@ class AsyncEventStream:
         while True:
             url = protocol.socket_url(self.base_url, self.ws_id, self.cursor.last)
             try:
-                self._conn = await connect(url, additional_headers=self._headers, open_timeout=10)
+                self._conn = await connect(
+                    url, additional_headers=self._headers, open_timeout=10, max_size=protocol.MAX_FRAME_BYTES
+                )
             except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
                 since = self._dropped_at or time.monotonic()
                 self._dropped_at = since

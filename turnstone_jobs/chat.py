@@ -21,6 +21,7 @@ from turnstone_jobs.results import ApprovalItem, Event
 HISTORY_FILE = Path("~/.turnstone_jobs_history")
 HISTORY_LINES = 1000
 POLL_SECONDS = 0.2  # how often a followed turn checks for Ctrl-C between events
+CHECK_AFTER_POLLS = 25  # a followed turn quiet this many polls (5 s): ask the service if it ended
 
 HELP = """\
 commands:
@@ -40,7 +41,11 @@ at an approval: y (yes), n (no), a (always this tool); text after the letter is 
 
 
 class Leave(Exception):
-    """The person asked to leave."""
+    """The session ends: the person asked to (status 0), or the event stream is gone (1)."""
+
+    def __init__(self, status: int = 0) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 class Chat:
@@ -78,9 +83,9 @@ class Chat:
                     raise Leave from None
                 interrupted = False
                 self.handle(line)
-        except Leave:
+        except Leave as leave:
             self.render.line("bye")
-            return 0
+            return leave.status
         finally:
             _save_history()
             if self.stream is not None:
@@ -118,7 +123,7 @@ class Chat:
             self.render.line("a turn is running: following it (Ctrl-C cancels it)", "dim")
             for item in ws.pending_approvals:
                 self.render.item(item)
-            self.ask_all(ws.active_turn_id, [i for i in ws.pending_approvals if i.needs_approval])
+            self.ask_all([i for i in ws.pending_approvals if i.needs_approval])
             self.follow(ws.active_turn_id)
 
     def drain(self) -> None:
@@ -133,7 +138,7 @@ class Chat:
     def show(self, item: Event | BaseException | str) -> Event | None:
         if isinstance(item, BaseException):
             self.render.line(f"event stream stopped: {item}", "bold red")
-            raise Leave
+            raise Leave(1)
         if isinstance(item, str):
             self.render.line(item, "dim")
             return None
@@ -141,25 +146,41 @@ class Chat:
         return item
 
     def follow(self, turn_id: str) -> None:
-        """Show `turn_id`'s events until it ends, asking for the decisions it waits for.
-        Ctrl-C cancels it; a second Ctrl-C leaves."""
+        """Show `turn_id`'s events until it ends, asking for the decisions it waits for once
+        caught up with the events (a call decided meanwhile is not asked). Ctrl-C cancels the
+        turn; a second Ctrl-C leaves."""
         cancelling = False
         asked: set[tuple[str | None, str]] = set()
+        waiting: dict[tuple[str | None, str], ApprovalItem] = {}
+        quiet = 0
         while True:
             try:
+                if waiting and self.events.empty() and not cancelling:
+                    items = list(waiting.values())
+                    waiting.clear()
+                    self.ask_all(items)
+                    continue
                 try:
                     event = self.show(self.events.get(timeout=POLL_SECONDS))
+                    quiet = 0
                 except queue.Empty:
+                    quiet += 1
+                    if quiet % CHECK_AFTER_POLLS == 0 and self._has_ended(turn_id):
+                        self.render.flush()
+                        return
                     continue
                 if event is None or event.turn_id != turn_id:
                     continue
                 if event.type == "state_change" and event.get("state") in ("idle", "error"):
                     self.render.flush()
                     return
-                waiting = [i for i in _waiting(event) if (i.child_ws_id, i.call_id) not in asked]
-                asked.update((i.child_ws_id, i.call_id) for i in waiting)
-                if waiting and not cancelling:
-                    self.ask_all(turn_id, waiting)
+                for item in _waiting(event):
+                    key = (item.child_ws_id, item.call_id)
+                    if key not in asked:
+                        asked.add(key)
+                        waiting[key] = item
+                for key in _resolved(event):
+                    waiting.pop(key, None)
             except KeyboardInterrupt:
                 if cancelling:
                     raise Leave from None
@@ -168,9 +189,21 @@ class Chat:
                 with contextlib.suppress(ClientError):
                     self.client.cancel(self.ws_id, turn_id)
 
-    def ask_all(self, turn_id: str, items: list[ApprovalItem]) -> None:
+    def _has_ended(self, turn_id: str) -> bool:
+        """After a quiet while, the service's word on whether the turn is over (a queued turn
+        that was cancelled before it started sends no end of its own)."""
+        try:
+            ws = self.client.workstream(self.ws_id)
+        except ClientError:
+            return False
+        return ws.active_turn_id != turn_id and not ws.queued_messages
+
+    def ask_all(self, items: list[ApprovalItem]) -> None:
+        """Ask for each item the service still has pending (another client may have decided)."""
+        pending = {i.call_id for i in self.client.workstream(self.ws_id).pending_approvals}
         for item in items:
-            self.ask(item)
+            if item.call_id in pending:
+                self.ask(item)
 
     def ask(self, item: ApprovalItem) -> None:
         """y / n / a, with optional feedback after the letter; anything else asks again."""
@@ -311,6 +344,17 @@ def _waiting(event: Event) -> list[ApprovalItem]:
     if event.type == "subagent" and isinstance(inner, dict) and inner.get("type") == "approve_request":
         child = str(event.get("child_ws_id") or "") or None
         return [ApprovalItem.from_json(i, child) for i in inner.get("items") or [] if _needs(i)]
+    return []
+
+
+def _resolved(event: Event) -> list[tuple[str | None, str]]:
+    """The calls an approval_resolved event (the turn's own, or a sub-agent's) decided."""
+    inner = event.get("event")
+    if event.type == "approval_resolved":
+        return [(None, str(c)) for c in event.get("call_ids") or []]
+    if event.type == "subagent" and isinstance(inner, dict) and inner.get("type") == "approval_resolved":
+        child = str(event.get("child_ws_id") or "") or None
+        return [(child, str(c)) for c in inner.get("call_ids") or []]
     return []
 
 

@@ -294,7 +294,9 @@ class EventStream:
         while True:
             url = protocol.socket_url(self.base_url, self.ws_id, self.cursor.last)
             try:
-                self._conn = connect(url, additional_headers=self._headers, open_timeout=10)
+                self._conn = connect(
+                    url, additional_headers=self._headers, open_timeout=10, max_size=protocol.MAX_FRAME_BYTES
+                )
             except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
                 since = self._dropped_at or time.monotonic()
                 self._dropped_at = since

@@ -13,6 +13,7 @@ from turnstone_jobs.results import ApprovalItem, Decision, Event, ToolResult, Tu
 
 API = "/v1/api"
 END_STATES = ("idle", "error")
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # one event (a long tool result) may be far above websockets' 1 MiB
 RECONNECT_DELAYS = (0.1, 0.25, 0.5, 1.0, 2.0)  # then 2 s apart, until reconnect_timeout
 
 

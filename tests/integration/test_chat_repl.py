@@ -61,7 +61,7 @@ class Repl:
 def chat(services, tmp_path) -> Iterator[Callable[..., Repl]]:
     started: list[Repl] = []
 
-    def start(*args: str) -> Repl:
+    def start(*args: str, prompt: bool = True) -> Repl:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TURNSTONE_")}
         env.update(
             TURNSTONE_URL=services.base_url,
@@ -80,7 +80,8 @@ def chat(services, tmp_path) -> Iterator[Callable[..., Repl]]:
         started.append(repl)
         child.expect(r"workstream (.+?) \((\w+)\), model")
         repl.name, repl.ws_id = child.match.group(1), child.match.group(2)
-        repl.prompt()
+        if prompt:
+            repl.prompt()
         return repl
 
     yield start
@@ -247,3 +248,56 @@ def test_slash_commands_show_workstreams_history_watches_mcp_and_skills(chat, mo
     repl.child.expect_exact("the other one> ")
     repl.child.sendeof()
     repl.child.expect(pexpect.EOF)
+
+
+def test_the_new_workstream_flags_reach_the_api_and_are_refused_with_an_existing_one(chat, api, services):
+    repl = chat(
+        "--new", "flags", "--model", "claude", "--tool-search", "on",
+        "--tool-search-threshold", "3", "--tool-search-max-results", "7",
+    )  # fmt: skip
+    ws = api.workstream(repl.ws_id)
+    assert (ws["name"], ws["model"], ws["auto_approve"]) == ("flags", "claude", False)
+    assert ws["tool_search"] == {"mode": "on", "threshold": 3, "max_results": 7}
+    repl.child.sendline("/quit")
+    repl.child.expect(pexpect.EOF)
+    env = {**os.environ, "TURNSTONE_TOKEN": API_TOKEN}
+    refused = pexpect.run(
+        f"{BIN / 'turnstone-jobs'} chat {repl.ws_id} --model claude --url {services.base_url}",
+        env=env, withexitstatus=True, encoding="utf-8", timeout=30,
+    )  # fmt: skip
+    assert refused[1] == 2 and "give them without WS_ID" in refused[0]
+    bad = pexpect.run(
+        f"{BIN / 'turnstone-jobs'} chat --new x --tool-search-max-results 500 --url {services.base_url}",
+        env=env, withexitstatus=True, encoding="utf-8", timeout=30,
+    )  # fmt: skip
+    assert bad[1] == 1 and bad[0].startswith("turnstone-jobs: ") and "max_results" in bad[0]
+
+
+def test_reopening_a_parked_workstream_asks_for_its_waiting_call(chat, model, api, open_socket, workdir):
+    ws_id = api.create_workstream(name="parked", working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[bash("echo decided-on-reopen")]))
+    model.enqueue(Reply(text="Reopened and done."))
+    api.send(ws_id, "from a script")
+    sock.wait_type("approve_request")
+    repl = chat(ws_id, prompt=False)
+    repl.expect("allow bash \\$ echo decided-on-reopen")
+    repl.say("y")
+    repl.expect("decided-on-reopen")
+    repl.expect("Reopened and done.")
+    repl.prompt()
+
+
+def test_slash_deny_decides_a_call_another_client_started_and_follows_the_turn(chat, model, api, open_socket):
+    repl = chat("--new", "deny")
+    sock = open_socket(repl.ws_id)
+    model.enqueue(Reply(tool_calls=[bash("rm -rf build")]))
+    model.enqueue(Reply(text="I left the build folder alone."))
+    api.send(repl.ws_id, "clean up")
+    sock.wait_type("approve_request")
+    repl.say("/deny too risky")
+    repl.expect("Denied by user: too risky")
+    repl.expect("I left the build folder alone.")
+    repl.prompt()
+    resolved = sock.wait_type("approval_resolved")
+    assert (resolved["approved"], resolved["feedback"], resolved["via"]) == (False, "too risky", "http")

@@ -74,7 +74,7 @@ def test_a_denial_with_feedback_reaches_the_model_and_nothing_runs(client, model
     assert not (workdir / "should-not-exist").exists()
 
 
-def test_without_a_callback_a_waiting_call_raises_and_the_turn_stays_parked(client, model, workdir):
+def test_without_a_callback_a_waiting_call_raises_and_the_turn_stays_parked(client, api, model, workdir):
     ws = client.create_workstream(working_dir=str(workdir))
     model.enqueue(Reply(tool_calls=[bash("echo parked")]))
     model.enqueue(Reply(text="after the decision"))
@@ -88,6 +88,8 @@ def test_without_a_callback_a_waiting_call_raises_and_the_turn_stays_parked(clie
     with pytest.raises(ConflictError) as again:
         client.deny(ws.ws_id, "call-that-is-not-pending")
     assert again.value.status == 409 and "not pending" in again.value.message
+    api.wait_idle(ws.ws_id)  # the turn goes on after the decision: let it end within this test
+    assert client.history(ws.ws_id).messages[-1].content == "after the decision"
 
 
 def test_async_client_follows_a_turn_with_an_async_callback_and_always(services, model, workdir):
@@ -104,6 +106,8 @@ def test_async_client_follows_a_turn_with_an_async_callback_and_always(services,
             model.enqueue(Reply(tool_calls=[bash("echo two")]))
             model.enqueue(Reply(text="second done"))
             second = await client.send_and_wait(ws.ws_id, "second", timeout=60)  # no callback needed now
+            assert await client.watches(ws.ws_id) == []
+            assert (await client.history(ws.ws_id)).messages[-1].content == "second done"
             return first, second, await client.workstream(ws.ws_id)
 
     first, second, ws = asyncio.run(scenario())

@@ -1,0 +1,211 @@
+"""The Python client against small real servers (HTTP and websocket, in threads): error answers
+become typed exceptions, the event stream reconnects after its last id and drops repeats, and a
+turn's events add up to its answer and results."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from websockets.sync.server import ServerConnection, serve
+
+from turnstone_jobs import (
+    ApiError,
+    AuthError,
+    Client,
+    ClientError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    ServerError,
+)
+from turnstone_jobs.protocol import TurnTracker
+from turnstone_jobs.render import _complete_blocks
+from turnstone_jobs.results import Event
+
+ANSWERS: dict[str, tuple[int, str]] = {
+    "/v1/api/workstreams": (401, '{"error": "no valid token"}'),
+    "/v1/api/workstreams/gone": (404, '{"error": "no workstream gone"}'),
+    "/v1/api/workstreams/busy/approve": (409, '{"error": "call c1 is not pending", "pending": ["c2"]}'),
+    "/v1/api/workstreams/bad/send": (400, '{"error": "message: required", "field": "message"}'),
+    "/v1/api/workstreams/teapot": (418, '{"error": "short and stout"}'),
+    "/v1/api/workstreams/broken": (502, "<html>bad gateway</html>"),
+    "/v1/api/workstreams/notjson": (200, "surprise"),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.server.bodies.append(self.rfile.read(length))  # type: ignore[attr-defined]
+        status, body = ANSWERS[self.path]
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.bodies = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+@pytest.fixture
+def client(http_server: ThreadingHTTPServer) -> Iterator[Client]:
+    with Client(f"http://127.0.0.1:{http_server.server_address[1]}", "tok") as c:
+        yield c
+
+
+def test_each_error_answer_is_its_own_exception_with_the_services_words(client: Client) -> None:
+    with pytest.raises(AuthError, match="no valid token"):
+        client.workstreams()
+    with pytest.raises(NotFoundError, match="no workstream gone") as nf:
+        client.workstream("gone")
+    assert nf.value.status == 404
+    with pytest.raises(ConflictError) as conflict:
+        client.approve("busy", "c1")
+    assert conflict.value.body["pending"] == ["c2"]
+    with pytest.raises(InvalidRequestError) as bad:
+        client.send("bad", "x")
+    assert bad.value.field == "message"
+    with pytest.raises(ApiError) as other:
+        client.workstream("teapot")
+    assert type(other.value) is ApiError and other.value.message == "short and stout"
+    with pytest.raises(ServerError, match="HTTP 502: <html>bad gateway"):
+        client.workstream("broken")
+    with pytest.raises(ServerError, match="not JSON"):
+        client.workstream("notjson")
+    assert all(issubclass(e, ClientError) for e in (AuthError, ServerError, ConflictError))
+
+
+def test_a_lone_surrogate_travels_escaped_for_the_service_to_refuse(client: Client, http_server: Any) -> None:
+    with pytest.raises(InvalidRequestError):
+        client.send("bad", "\ud800")
+    assert http_server.bodies[-1] == b'{"message": "\\ud800"}'
+
+
+class _FlakySocketServer:
+    """Serves ids 1..`last` after the client's `after`, dropping the first connection after
+    three events and repeating one event on the second, as a careless relay might."""
+
+    def __init__(self, last: int = 8) -> None:
+        self.last = last
+        self.afters: list[int] = []
+        self.server = serve(self._serve, "127.0.0.1", 0)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.socket.getsockname()[1]}"
+
+    def _serve(self, conn: ServerConnection) -> None:
+        assert conn.request is not None
+        query = parse_qs(urlparse(conn.request.path).query)
+        after = int(query.get("after", ["0"])[0])
+        self.afters.append(after)
+        if conn.request.headers.get("Authorization") != "Bearer tok":
+            conn.send(json.dumps({"type": "error", "status": 401, "message": "no valid token"}))
+            return
+        first = len(self.afters) == 1
+        start = after if first else after - 1  # the second connection repeats one event
+        for n in range(start + 1, self.last + 1):
+            conn.send(json.dumps({"type": "content", "id": n, "turn_id": "t", "step": 0, "text": f"{n} "}))
+            if first and n == 3:
+                return  # the socket drops
+        conn.wait_closed()
+
+
+def test_the_event_stream_reconnects_after_its_last_id_and_drops_repeats() -> None:
+    flaky = _FlakySocketServer()
+    with Client(flaky.url, "tok") as client, client.events("ws1") as stream:
+        ids = [stream.next(timeout=10).id for _ in range(8)]
+        assert ids == list(range(1, 9))
+        assert flaky.afters == [0, 3] and stream.reconnects == 1
+    flaky.server.shutdown()
+
+
+def test_a_refused_socket_raises_instead_of_reconnecting() -> None:
+    flaky = _FlakySocketServer()
+    with Client(flaky.url, "wrong") as client, pytest.raises(AuthError, match="no valid token"):
+        next(iter(client.events("ws1")))
+    assert flaky.afters == [0]
+    flaky.server.shutdown()
+
+
+def test_an_event_larger_than_a_mebibyte_arrives_whole() -> None:
+    output = "x" * (3 * 1024 * 1024)
+
+    def one_big_event(conn: ServerConnection) -> None:
+        conn.send(json.dumps({"type": "tool_result", "id": 1, "turn_id": "t", "output": output}))
+        conn.wait_closed()
+
+    server = serve(one_big_event, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+    with Client(url, "tok") as client, client.events("ws1") as stream:
+        assert stream.next(timeout=10).get("output") == output
+    server.shutdown()
+
+
+def _event(type_: str, id_: int, **data: Any) -> Event:
+    return Event.from_json({"type": type_, "id": id_, "turn_id": data.pop("turn_id", "t"), **data})
+
+
+def test_a_turn_adds_up_to_its_last_steps_text_its_results_and_each_ask_once() -> None:
+    tracker = TurnTracker("t")
+    item = {"call_id": "c1", "func_name": "bash", "header": "$ ls", "needs_approval": True}
+    assert tracker.feed(_event("content", 1, step=0, text="Let me look.")) == []
+    asks = tracker.feed(_event("approve_request", 2, step=0, items=[item]))
+    assert [a.call_id for a in asks] == ["c1"]
+    assert tracker.feed(_event("approve_request", 3, step=0, items=[item])) == []  # asked already
+    tracker.feed(_event("tool_result", 4, call_id="c1", name="bash", output="a.txt", is_error=False))
+    tracker.feed(_event("content", 5, step=1, text="Half"))
+    tracker.feed(_event("stream_end", 6, step=1, discard=True))  # generated again
+    tracker.feed(_event("content", 7, step=1, text="One file."))
+    tracker.feed(_event("content", 8, step=0, text="ignored", turn_id="other"))
+    assert not tracker.done
+    tracker.feed(_event("state_change", 9, state="idle"))
+    result = tracker.result()
+    assert (result.ok, result.answer) == (True, "One file.")
+    assert [r.output for r in result.tool_results] == ["a.txt"]
+
+
+@pytest.mark.parametrize(
+    ("text", "ready", "rest"),
+    [
+        ("one line", "", "one line"),
+        ("para one\n\npara two", "para one\n\n", "para two"),
+        ("```\ncode\n\nmore\n", "", "```\ncode\n\nmore\n"),  # a blank line inside a fence does not cut
+        ("```\ncode\n```\n\nafter", "```\ncode\n```\n\n", "after"),
+    ],
+)
+def test_answers_are_shown_by_complete_blocks(text: str, ready: str, rest: str) -> None:
+    assert _complete_blocks(text) == (ready, rest)
+
+
+def test_the_sync_and_async_clients_offer_the_same_calls() -> None:
+    import inspect
+
+    import turnstone_jobs
+    from turnstone_jobs import AsyncClient
+
+    def calls(cls: type) -> set[str]:
+        return {n for n, _ in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
+
+    assert calls(Client) - {"close"} == calls(AsyncClient) - {"aclose"}
+    assert all(hasattr(turnstone_jobs, name) for name in turnstone_jobs.__all__)
