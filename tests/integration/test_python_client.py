@@ -5,11 +5,14 @@ process dying, and errors a caller can tell apart (never a bare HTTP code)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -92,6 +95,16 @@ def test_without_a_callback_a_waiting_call_raises_and_the_turn_stays_parked(clie
     assert client.history(ws.ws_id).messages[-1].content == "after the decision"
 
 
+T = TypeVar("T")
+
+
+def run_apart(coro: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run` in a thread of its own: in a full run the browser tests' Playwright (its
+    sync API) keeps an event loop running in the main thread, where asyncio.run refuses."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def test_async_client_follows_a_turn_with_an_async_callback_and_always(services, model, workdir):
     async def scenario() -> tuple[TurnResult, TurnResult, Workstream]:
         async with AsyncClient(services.base_url, API_TOKEN) as client:
@@ -110,7 +123,7 @@ def test_async_client_follows_a_turn_with_an_async_callback_and_always(services,
             assert (await client.history(ws.ws_id)).messages[-1].content == "second done"
             return first, second, await client.workstream(ws.ws_id)
 
-    first, second, ws = asyncio.run(scenario())
+    first, second, ws = run_apart(scenario())
     assert (first.answer, [r.output for r in first.tool_results]) == ("first done", ["one"])
     assert (second.answer, [r.output for r in second.tool_results]) == ("second done", ["two"])
     assert ws.raw["auto_approve_tools"] == ["bash"]
