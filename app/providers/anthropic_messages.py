@@ -26,7 +26,7 @@ from app.providers.anthropic_format import (
 from app.providers.base import (
     api_key_for,
     cached_client,
-    raw_request,
+    post_stream,
     sdk_failures,
     truncated_failure,
 )
@@ -119,18 +119,9 @@ def _create(client: Any, params: dict) -> Any:
 
 
 def _post(client: Any, params: dict) -> Any:
-    """`messages.create(**params)` with the body serialised here, in one `json.dumps`: the SDK's
-    own preparation copies every message of the history on every step, and adds nothing to
-    plain JSON. The SDK still sends it, with its headers, error mapping and stream."""
-    body, headers = raw_request(params)
-    return client.post(
-        "/v1/messages",
-        content=body,
-        options={"headers": headers},
-        cast_to=Message,
-        stream=True,
-        stream_cls=anthropic.Stream[RawMessageStreamEvent],
-    )
+    """`messages.create(**params)`, the body serialised once (the SDK's preparation copies every
+    message of the history on every step)."""
+    return post_stream(client, "/v1/messages", params, Message, anthropic.Stream[RawMessageStreamEvent])
 
 
 def output_room(message: str) -> int | None:

@@ -86,6 +86,17 @@ def raw_request(params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), headers
 
 
+def post_stream(client: Any, path: str, params: dict[str, Any], cast_to: type, stream_cls: type) -> Any:
+    """`create(stream=True, **params)` on either SDK with the body serialised here, in one
+    `json.dumps` (`raw_request`): the SDK's own preparation walks every message of the history
+    on every step and leaves plain JSON as it is. The SDK still sends it, with its headers,
+    error mapping and stream class."""
+    body, headers = raw_request(params)
+    return client.post(
+        path, content=body, options={"headers": headers}, cast_to=cast_to, stream=True, stream_cls=stream_cls
+    )
+
+
 @contextmanager
 def sdk_failures(
     sdk: ModuleType, timeout_seconds: float, transport_errors: tuple[type[BaseException], ...] = ()
