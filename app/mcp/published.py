@@ -69,8 +69,12 @@ class PublishedToolSource:
 
     @staticmethod
     def _extras(live: list[dict[str, Any]]) -> list[str]:
-        resources = any(s["resources"] or s["templates"] for s in live)
-        return ["read_resource"] * resources + ["use_prompt"] * any(s["prompts"] for s in live)
+        extras = []
+        if any(s["resources"] or s["templates"] for s in live):
+            extras.append("read_resource")
+        if any(s["prompts"] for s in live):
+            extras.append("use_prompt")
+        return extras
 
 
 class ProcessToolSource:
