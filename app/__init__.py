@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask, jsonify
-from werkzeug.exceptions import HTTPException
-
-from app.errors import ServiceError
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     """The web application; configures nothing at import time."""
+    # Flask is imported here, not at the top: the worker and beat import this package too
+    # (app.settings, app.runtime, ...) and have no use for a web framework's memory.
+    from flask import Flask
+
     from app.runtime import Runtime
     from app.web import access, websocket
     from app.web.accounts import accounts
@@ -60,6 +63,10 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 
 def _register_errors(flask_app: Flask) -> None:
+    from flask import jsonify
+    from werkzeug.exceptions import HTTPException
+
+    from app.errors import ServiceError
     from app.web.requests import discard_body
 
     @flask_app.after_request

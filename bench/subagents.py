@@ -14,14 +14,12 @@ Run: python -m bench.subagents [--turns 30] [--backend sqlite|postgresql]
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
 from bench.harness import ms_summary, running_service
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.client import EventSocket
-from tests.integration.services import BIN
 
 CHILDREN = 10
 CHILD_SECONDS = 1.0  # each child's answer: 10 chunks, 0.1 s apart
@@ -70,16 +68,7 @@ def child_starts(model, n: int) -> list[float]:
 
 
 def second_worker(svc) -> None:
-    from app import presence
-
-    name = f"bench2-{os.getpid()}@bench"
-    svc._spawn(
-        "worker-2",
-        [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads", "--concurrency", "8",
-         "--queues", "model_steps,tool_batches,control", "--hostname", name,
-         "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
-    )  # fmt: skip
-    svc._wait(lambda: presence.is_present(svc.redis, name), "second worker")
+    svc.start_worker("worker-2", concurrency=8)
 
 
 def main() -> None:

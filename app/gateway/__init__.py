@@ -4,12 +4,13 @@ notify tool sends to Discord, JSON webhooks and ntfy, and registered in `service
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from flask import Flask, jsonify
-from werkzeug.exceptions import HTTPException
+from typing import TYPE_CHECKING, Any
 
 from app.settings import GATEWAY_MAX_BODY_BYTES, Settings
+
+if TYPE_CHECKING:
+    from flask import Flask
+    from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +18,11 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None, heartbeat: bool = True) -> Flask:
     """The gateway's WSGI application (gunicorn serves it); with `heartbeat`, it registers itself
     in `services` and keeps its row fresh on a thread."""
+    # Flask is imported here: the worker imports this package (the notify tool's client) and
+    # has no use for a web framework's memory.
+    from flask import Flask
+    from werkzeug.exceptions import HTTPException
+
     from app.gateway.heartbeat import Heartbeat
     from app.gateway.routes import gateway
     from app.storage.database import Database
@@ -40,10 +46,14 @@ def create_app(settings: Settings | None = None, heartbeat: bool = True) -> Flas
 
 
 def _http_error(exc: HTTPException) -> Any:
+    from flask import jsonify
+
     return jsonify(error=exc.name.lower()), exc.code or 500
 
 
 def _internal_error(exc: Exception) -> Any:
     # The HTTP boundary: the type only (a message could quote a webhook URL).
+    from flask import jsonify
+
     log.error("gateway: %s", type(exc).__name__)
     return jsonify(error="internal error"), 500

@@ -9,15 +9,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING
 
 from app.gateway import registry, tokens
 from app.gateway.request import NotifyRequest
 from app.settings import GATEWAY_KIND, NOTIFY_CONNECT_TIMEOUT_SECONDS, NOTIFY_TIMEOUT_SECONDS, NotifySettings
 from app.storage.database import Database
 
-Post = Callable[..., httpx.Response]
+if TYPE_CHECKING:
+    import httpx
+
+Post = Callable[..., "httpx.Response"]
 
 
 @dataclass
@@ -38,9 +40,12 @@ def send(
     settings: NotifySettings,
     wanted: NotifyRequest,
     sleep: Callable[[float], None] = time.sleep,
-    post: Post = httpx.post,
+    post: Post | None = None,  # httpx.post
     is_cancelled: Callable[[], bool] = lambda: False,
 ) -> Outcome:
+    import httpx  # on first use: see app/tools/fetch/__init__
+
+    post = post or httpx.post
     reason = ""
     attempts = 0
     for delay in (*settings.retry_delays, None):
@@ -65,6 +70,8 @@ def _attempt(db: Database, settings: NotifySettings, wanted: NotifyRequest, post
     urls = registry.healthy_urls(db, GATEWAY_KIND, settings.stale_seconds)
     if not urls:
         raise _Transient("no healthy channel gateway (is the `gateway` process running?)")
+    import httpx
+
     token = tokens.sign(tokens.service_secret(db, settings))
     timeout = httpx.Timeout(NOTIFY_TIMEOUT_SECONDS, connect=NOTIFY_CONNECT_TIMEOUT_SECONDS)
     try:

@@ -11,7 +11,6 @@ import secrets
 import time
 from typing import Any
 
-import jwt
 from sqlalchemy.exc import IntegrityError
 
 from app.settings import (
@@ -67,6 +66,8 @@ def sign(secret: str, subject: str = "notify", now: float | None = None) -> str:
         "iat": issued,
         "exp": issued + SERVICE_JWT_SECONDS,
     }
+    import jwt  # here, not at the top: PyJWT loads cryptography (about 9 MB), needed only to notify
+
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
@@ -74,6 +75,8 @@ def verify(secret: str, token: str | None) -> dict[str, Any]:
     """The token's claims; `TokenError` saying why not (never echoing the token)."""
     if not token:
         raise TokenError("a service token is required (Authorization: Bearer JWT)")
+    import jwt
+
     try:
         return jwt.decode(
             token,

@@ -115,10 +115,13 @@ class MCPManager:
             elif servers[name] != old.config:  # only where it came from changed
                 old.config = servers[name]
         await asyncio.gather(*(self._stop_one(name) for name in going))  # each may take seconds
-        from app.mcp.connection import ServerConnection  # the SDK: loaded once servers start
+        starting = {name: config for name, config in servers.items() if name not in self._connections}
+        if starting:
+            # The SDK (about 25 MB with its HTTP stack) is loaded by the first server to start:
+            # a worker with no MCP servers never pays for it.
+            from app.mcp.connection import ServerConnection
 
-        for name, config in servers.items():
-            if name not in self._connections:
+            for name, config in starting.items():
                 conn = ServerConnection(config, self.timing, self._bump)
                 self._connections[name] = conn
                 self._tasks[name] = asyncio.get_running_loop().create_task(conn.run(), name=f"mcp:{name}")

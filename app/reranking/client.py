@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from app.settings import RERANK_CONNECT_TIMEOUT_SECONDS, RERANK_TIMEOUT_SECONDS, RerankerSettings
 
 USER_AGENT = "turnstone-jobs/0.1 (rerank)"
@@ -60,6 +58,8 @@ class Reranker:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
+        import httpx  # on first use: see app/tools/fetch/__init__
+
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, RERANK_CONNECT_TIMEOUT_SECONDS))
         try:
             response = httpx.post(self.url, json=payload, headers=headers, timeout=timeout)

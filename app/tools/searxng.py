@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from app.settings import SEARXNG_CONNECT_TIMEOUT_SECONDS, SEARXNG_TIMEOUT_SECONDS
 
 # The model's category names and the SearxNG categories they ask for; "general" sends none,
@@ -35,23 +33,27 @@ class SearxNG:
 
     def __init__(self, base_url: str, timeout: float = SEARXNG_TIMEOUT_SECONDS) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeout = httpx.Timeout(timeout, connect=min(timeout, SEARXNG_CONNECT_TIMEOUT_SECONDS))
+        self.timeout = timeout
 
     def search(self, query: str, category: str = "general") -> list[Result]:
         """The instance's results for `query`, in its order; `SearchError` when it fails."""
         params = {"q": query, "format": "json"}
         if CATEGORIES.get(category):
             params["categories"] = CATEGORIES[category] or ""
+        import httpx  # on first use: see app/tools/fetch/__init__
+
         try:
             response = httpx.get(
                 f"{self.base_url}/search",
                 params=params,
-                timeout=self.timeout,
+                timeout=httpx.Timeout(
+                    self.timeout, connect=min(self.timeout, SEARXNG_CONNECT_TIMEOUT_SECONDS)
+                ),
                 headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
                 follow_redirects=False,
             )
         except httpx.TimeoutException:
-            raise SearchError(f"the search backend did not answer within {self.timeout.read:g} s") from None
+            raise SearchError(f"the search backend did not answer within {self.timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise SearchError(f"the search backend could not be reached ({type(exc).__name__})") from None
         if response.status_code != 200:

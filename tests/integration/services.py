@@ -218,7 +218,7 @@ class Services:
         name = f"w{self._worker_seq}-{os.getpid()}@tests"
         self._spawn(
             key,
-            [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads",
+            [sys.executable, "-m", "workers", "--pool", "threads",
              "--concurrency", str(concurrency),
              "--queues", "model_steps,tool_batches,control", "--hostname", name,
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
@@ -231,9 +231,8 @@ class Services:
         self._spawn(
             "beat",
             [
-                str(BIN / "celery"),
-                "-A",
-                "beat",
+                sys.executable,
+                "-m",
                 "beat",
                 "--schedule",
                 str(self.tmp / "beat-schedule"),

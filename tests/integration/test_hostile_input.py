@@ -71,7 +71,6 @@ def _cases() -> list[Any]:
 CASES = _cases()
 
 
-
 def _url(command: str, ws_id: str) -> str:
     return "/v1/api/workstreams" if command == "create" else f"/v1/api/workstreams/{ws_id}/{command}"
 

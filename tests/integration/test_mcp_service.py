@@ -18,13 +18,12 @@ import httpx
 import pytest
 from sqlmodel import Session, create_engine, select
 
-from app import presence
 from app.storage.models import PromptTemplate
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.client import Api, EventSocket, wait_until
 from tests.integration.conftest import BACKENDS
 from tests.integration.mcp_peers import FakeMCP, everything_stdio, time_server
-from tests.integration.services import BIN, Services, postgres_available
+from tests.integration.services import Services, postgres_available
 
 pytestmark = pytest.mark.integration
 # With server-everything's tools the workstream has more than tools.search_threshold (20): tool
@@ -201,16 +200,9 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
     services: Services, api: Api, tmp_path: Path
 ) -> None:
     connected(api, SERVERS)
-    second = f"w2-{os.getpid()}@tests"
-    services._spawn(
-        "worker2",
-        [str(BIN / "celery"), "-A", "workers", "worker", "--pool", "threads", "--concurrency", "2",
-         "--queues", "model_steps,tool_batches,control", "--hostname", second,
-         "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-    )  # fmt: skip
+    services.start_worker("worker2", concurrency=2)
     fake = http_fake(tmp_path)
     try:
-        wait_until(lambda: presence.is_present(services.redis, second), what="the second worker")
         wait_until(lambda: len(overview(api)["workers"]) == 2, what="both workers report")
         body = {
             "name": "remote",

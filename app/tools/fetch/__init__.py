@@ -2,6 +2,9 @@
 
 `Fetcher.fetch(url)` returns a `Page` or raises `FetchError` (`RefusedError` when
 the SSRF guard said no); `page_text(page)` turns a page into text for a model.
+
+httpx is imported where a request or a URL is made, never when this package is: httpx loads
+`rich` and its command line with it, and the web process and an idle worker need neither.
 """
 
 from app.tools.fetch.errors import FetchError, RefusedError

@@ -12,9 +12,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-
-import httpcore
-import httpx
+from typing import TYPE_CHECKING
 
 from app.settings import (
     FETCH_CONNECT_TIMEOUT_SECONDS,
@@ -28,7 +26,10 @@ from app.settings import (
 from app.tools.fetch.addresses import Reach
 from app.tools.fetch.errors import FetchError, RefusedError
 from app.tools.fetch.guard import Resolver, Target, check_redirect, parse_url, screen
-from app.tools.fetch.transport import PinnedTransport
+
+if TYPE_CHECKING:
+    import httpcore
+    import httpx
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MIB = 1024 * 1024
@@ -81,7 +82,7 @@ class Fetcher:
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
         self.total_seconds = total_seconds
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._timeouts = (read_timeout, connect_timeout)
         self._verify = verify
         self._dialer = dialer  # tests dial a fake internet; production dials the checked address
 
@@ -127,9 +128,15 @@ class Fetcher:
             raise FetchError("Cancelled before the page was fetched")
         if time.monotonic() > deadline:
             raise FetchError(f"Error: gave up after {self.total_seconds:g} s, before requesting {target.url}")
+        import httpx  # here, not at the top: see app/tools/fetch/__init__
+
+        from app.tools.fetch.transport import PinnedTransport
+
         transport = PinnedTransport(target.addresses, verify=self._verify, dialer=self._dialer)
+        read, connect = self._timeouts
         # trust_env=False: no proxy from the environment (it would look the name up again).
-        client = httpx.Client(transport=transport, timeout=self._timeout, trust_env=False, headers=HEADERS)
+        timeout = httpx.Timeout(read, connect=connect)
+        client = httpx.Client(transport=transport, timeout=timeout, trust_env=False, headers=HEADERS)
         try:
             with client, client.stream("GET", target.url) as response:
                 location = response.headers.get("location")
@@ -173,6 +180,8 @@ class Fetcher:
 
 
 def _join(base: httpx.URL, location: str) -> httpx.URL:
+    import httpx
+
     try:
         return base.join(location)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
@@ -181,6 +190,8 @@ def _join(base: httpx.URL, location: str) -> httpx.URL:
 
 
 def _timeout_kind(exc: httpx.TimeoutException) -> str:
+    import httpx
+
     if isinstance(exc, httpx.ConnectTimeout):
         return "no connection after the connect timeout"
     if isinstance(exc, httpx.ReadTimeout):

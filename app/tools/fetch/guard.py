@@ -9,12 +9,14 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from app.settings import FETCH_MAX_URL_CHARS
 from app.tools.fetch.addresses import Reach, Verdict, judge, parse_literal, worst
 from app.tools.fetch.errors import RefusedError
+
+if TYPE_CHECKING:
+    import httpx
 
 Resolver = Callable[[str], Sequence[str]]  # a host name to its IP addresses
 
@@ -62,6 +64,8 @@ def parse_url(text: str) -> httpx.URL:
     """The URL, if it is one the fetcher may ever request; `RefusedError` saying why not."""
     if len(text) > FETCH_MAX_URL_CHARS:
         raise RefusedError(f"Refused: the URL is longer than {FETCH_MAX_URL_CHARS:,} characters")
+    import httpx  # here, not at the top: see app/tools/fetch/__init__
+
     try:
         url = httpx.URL(text)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:

@@ -1,0 +1,72 @@
+"""What each process loads as it starts: libraries a process has no use for stay out of it, since
+every one costs megabytes of its idle memory (issue 9: web + worker + beat under 200 MB)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+# Loaded on first use only: flask (the web's), httpx and the rich console it brings (fetches,
+# searches, notifications), PyJWT (notifications), MCP's SDK (a configured MCP server), the
+# model SDKs (a model step), and Celery's whole command line (a REPL among it).
+LAZY = ("flask", "httpx", "rich", "jwt", "mcp", "openai", "anthropic", "click_repl", "prompt_toolkit")
+
+BOOT = {
+    # The worker as `python -m workers` starts it: its runtime (every tool's module), then what
+    # worker_ready does (the MCP service, with no servers configured).
+    "worker": """
+import time
+import workers.__main__
+from workers.tasks import runtime
+rt = runtime()
+rt.mcp.start()
+time.sleep(0.5)
+""",
+    "beat": "import beat.__main__",
+    # The web process after create_app (flask is its own, so not asked about here).
+    "web": "import app; app.create_app()",
+}
+
+
+def _loaded(code: str, tmp_path: Path) -> list[str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'lean.db'}",
+        "REDIS_URL": "redis://127.0.0.1:1/0",  # nothing listens: nothing here needs an answer
+        "TURNSTONE_MODEL": "openai:fake-model",
+        "OPENAI_API_KEY": "sk-unused",
+        "TURNSTONE_API_TOKEN": "unused-token",
+    }
+    subprocess.run(
+        [str(BIN / "turnstone-jobs"), "migrate"], env=env, cwd=ROOT, check=True, capture_output=True
+    )
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("process", sorted(BOOT))
+def test_a_process_starts_without_the_libraries_it_does_not_use(process: str, tmp_path: Path) -> None:
+    loaded = set(_loaded(BOOT[process], tmp_path))
+    expected_absent = [m for m in LAZY if not (process == "web" and m == "flask")]
+    assert [m for m in expected_absent if m in loaded] == []
+
+
+def test_the_lean_entry_points_take_celerys_own_options() -> None:
+    for module, words in (("workers", "--concurrency"), ("beat", "--schedule")):
+        done = subprocess.run(
+            [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"Usage: python -m {module}" in done.stdout and words in done.stdout
