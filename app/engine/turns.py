@@ -35,7 +35,8 @@ def new_id() -> str:
 def send(
     rt: Runtime, ws_id: str, message: str, origin: str = "user", idempotency_key: str | None = None
 ) -> Turn:
-    """Store the message as a turn; start it now or queue it behind the active one.
+    """Store the message as a turn and, in the same transaction, start it if the workstream is
+    idle; else it is queued behind the active one.
 
     With an `idempotency_key`, a send repeated with the same key (a client's retry
     after a lost response) returns the turn the first one stored, and stores nothing.
@@ -46,31 +47,42 @@ def send(
         )
     if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
         return earlier
-    try:
-        with rt.db.session() as s:
-            ws = s.get(Workstream, ws_id)
-            if ws is None:
-                raise NotFoundError(f"no workstream {ws_id}")
-            if ws.parent_call_row is not None:  # its one turn is its parent's task
-                raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
-            turn = Turn(
-                id=new_id(), ws_id=ws_id, message=message, origin=origin, idempotency_key=idempotency_key
-            )
-            s.add(turn)
-    except IntegrityError:
-        # The same key raced in from a second request: the one stored first is the answer.
-        if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
-            raise
-        return earlier
-    if activate_next(rt, ws_id) == turn.id:  # started: its own transaction said so
-        turn.status = TurnStatus.ACTIVE
+    turn_id = new_id()
+    for attempt in range(MAX_ACTIVATION_RACES + 1):
+        turn = Turn(id=turn_id, ws_id=ws_id, message=message, origin=origin, idempotency_key=idempotency_key)
+        try:
+            # The last attempt only stores the turn: the sweeper starts whatever stays queued.
+            started = _store(rt, turn, start=attempt < MAX_ACTIVATION_RACES)
+        except _AlreadyStarted:
+            continue  # rolled back, this turn with it: store it again
+        except IntegrityError:
+            # The same key raced in from a second request: the one stored first is the answer.
+            if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
+                raise
+            return earlier
+        if started is not None:
+            rt.queue.model_step(started, 0)
+        if started == turn.id:
+            turn.status = TurnStatus.ACTIVE
         return turn
-    with rt.db.reader() as s:  # queued, or started meanwhile by whoever ended the turn before it
-        stored = s.get(Turn, turn.id)
-    assert stored is not None
-    if stored.status == TurnStatus.QUEUED:
-        rt.events.publish(ws_id, EventType.TURN_QUEUED, turn_id=stored.id, message=message)
-    return stored
+    raise AssertionError("unreachable: the last attempt never starts a turn")
+
+
+def _store(rt: Runtime, turn: Turn, start: bool) -> str | None:
+    """One transaction: the new turn, and the start of the workstream's oldest queued turn if
+    none is active (this one, unless an older one waits); the id of the turn it started."""
+    with ordered(rt, turn.ws_id) as out, rt.db.session() as s:
+        ws = s.get(Workstream, turn.ws_id)
+        if ws is None:
+            raise NotFoundError(f"no workstream {turn.ws_id}")
+        if ws.parent_call_row is not None:  # its one turn is its parent's task
+            raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
+        s.add(turn)
+        s.flush()  # an idempotency key's clash shows here, before anything else is done
+        started = _start_oldest(rt, s, out, turn.ws_id) if start else None
+        if started != turn.id:
+            out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
+        return started
 
 
 def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
@@ -97,37 +109,43 @@ def activate_next(rt: Runtime, ws_id: str) -> str | None:
 
 def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
     with ordered(rt, ws_id) as out, rt.db.session() as s:
-        turn = s.exec(
-            select(Turn)
-            .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
-            .order_by(col(Turn.created_at), col(Turn.id))
-            .limit(1)
-        ).first()
-        if turn is None:
-            return None
-        taken = s.exec(
-            update(Workstream)
-            .where(col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None))
-            .values(active_turn_id=turn.id, state=WorkstreamState.THINKING, updated_at=utcnow())
-        )
-        if taken.rowcount != 1:
-            return None  # another turn is active; this one starts when it ends
-        now = rt.db.now()
-        started = s.exec(
-            update(Turn)
-            .where(col(Turn.id) == turn.id, col(Turn.status) == TurnStatus.QUEUED)
-            .values(status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=now, enqueued_at=now)
-        )
-        if started.rowcount != 1:
-            raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
-        recording.turn_started(s)
-        # A turn that something other than a person started (a watch) says so, stored and shown.
-        origin = turn.origin if turn.origin != "user" else None
-        s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message, origin=origin))
-        marked: dict[str, Any] = {"origin": origin} if origin else {}
-        out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
-        out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
-        return turn.id
+        return _start_oldest(rt, s, out, ws_id)
+
+
+def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | None:
+    """Inside the caller's ordered transaction: start the workstream's oldest queued turn if no
+    turn is active; its id. `_AlreadyStarted` (the caller rolls back) if a racer started it."""
+    turn = s.exec(
+        select(Turn)
+        .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
+        .order_by(col(Turn.created_at), col(Turn.id))
+        .limit(1)
+    ).first()
+    if turn is None:
+        return None
+    taken = s.exec(
+        update(Workstream)
+        .where(col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None))
+        .values(active_turn_id=turn.id, state=WorkstreamState.THINKING, updated_at=utcnow())
+    )
+    if taken.rowcount != 1:
+        return None  # another turn is active; this one starts when it ends
+    now = rt.db.now()
+    started = s.exec(
+        update(Turn)
+        .where(col(Turn.id) == turn.id, col(Turn.status) == TurnStatus.QUEUED)
+        .values(status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=now, enqueued_at=now)
+    )
+    if started.rowcount != 1:
+        raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
+    recording.turn_started(s)
+    # A turn that something other than a person started (a watch) says so, stored and shown.
+    origin = turn.origin if turn.origin != "user" else None
+    s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message, origin=origin))
+    marked: dict[str, Any] = {"origin": origin} if origin else {}
+    out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
+    out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
+    return turn.id
 
 
 def end_turn(

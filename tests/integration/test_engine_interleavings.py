@@ -277,3 +277,20 @@ def test_a_service_without_a_search_backend_offers_no_web_search(rt):
         assert "web_search" in [t.name for t in with_backend.registry.offered("interactive")]
     finally:
         with_backend.close()
+
+
+def test_a_send_stores_and_starts_its_turn_in_one_transaction_and_says_queued_before_the_next_start(rt):
+    ws = workstreams.create(rt, name="one write")
+    commits: list[str] = []
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    first = turns.send(rt, ws.id, "first")
+    assert first.status == TurnStatus.ACTIVE and len(commits) == 1  # stored and started at once
+    second = turns.send(rt, ws.id, "second")
+    assert second.status == TurnStatus.QUEUED and len(commits) == 2
+    with rt.db.session() as s:  # the first turn ends (as a model step would end it) ...
+        s.exec(update(Turn).where(col(Turn.id) == first.id).values(status=TurnStatus.DONE))
+        s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(active_turn_id=None))
+    assert turns.activate_next(rt, ws.id) == second.id  # ... and the queued one starts
+    events, _ = rt.events.replay(ws.id, 0)
+    said = [(e["type"], e.get("turn_id")) for e in events if e["type"] in ("message", "turn_queued")]
+    assert said == [("message", first.id), ("turn_queued", second.id), ("message", second.id)]
