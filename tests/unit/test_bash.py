@@ -252,6 +252,25 @@ def test_a_secret_printed_another_way_is_redacted(tmp_path, monkeypatch):
     assert seen == ["key=[redacted]\n"]
 
 
+def test_a_secret_printed_in_two_writes_is_redacted_in_the_stream_and_the_result(tmp_path, monkeypatch):
+    # The pause puts the halves in two reads of the pipe: each half alone is no secret.
+    monkeypatch.setenv("MY_API_KEY", "sk-test-0123456789")
+    seen = []
+    command = "printf 'key=sk-test-01'; sleep 0.3; printf '23456789 end\\nnext\\n'"
+    outcome = run(tmp_path, command, emit_output=seen.append)
+    assert outcome.output == "key=[redacted] end\nnext"
+    assert "".join(seen) == "key=[redacted] end\nnext\n"
+    assert not any("sk-test" in piece or "23456789" in piece for piece in seen)
+
+
+def test_many_lines_are_emitted_in_a_few_pieces_whole_and_in_order(tmp_path):
+    seen = []
+    outcome = run(tmp_path, "seq 1 100000", emit_output=seen.append)
+    assert "".join(seen) == "".join(f"{n}\n" for n in range(1, 100_001))
+    assert len(seen) < 1000  # pieces as the pipe delivered them, not a call per line
+    assert outcome.output.startswith("1\n2\n")
+
+
 def test_timeout_kills_the_process_group_with_a_background_child(tmp_path):
     started = time.monotonic()
     outcome = run(tmp_path, "sleep 300 & echo $!; echo started; sleep 300", timeout=1)
