@@ -271,9 +271,17 @@ class _Run:
         redactor = self.redactors[name]
         if text is None:
             self.open_streams -= 1
-            text = redactor.end()
+            self._keep(name, redactor.end())
         else:
-            text = redactor.feed(text)
+            self._keep(name, redactor.feed(text))
+
+    def release_held(self) -> None:
+        """What a redactor still holds of a stream that never ended (a child that escaped the
+        group keeps its pipe open): kept and streamed, redacted, rather than lost."""
+        for name, redactor in self.redactors.items():
+            self._keep(name, redactor.end())
+
+    def _keep(self, name: str, text: str) -> None:
         if not text:
             return
         if name == "stderr":
@@ -367,6 +375,7 @@ def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
         cap = BUFFER_FACTOR * ctx.settings.truncation
         run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
         stopped = _run_to_end(run, timeout, guard)
+        run.release_held()
     # Reaped only after the guard is released: an unreaped bash keeps its pid (the
     # group id) from reuse, so the watchdog can never signal someone else's group.
     returncode = proc.wait()

@@ -313,6 +313,20 @@ def test_a_child_that_escapes_the_group_does_not_hang_the_call(tmp_path):
         os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
 
 
+def test_an_unfinished_last_line_is_kept_when_an_escaped_child_holds_the_pipe(tmp_path, monkeypatch):
+    # The redactor holds an unfinished line's tail (a secret could still complete it) until the
+    # stream ends; here it never does, and the tail must not be lost with it.
+    monkeypatch.setenv("MY_API_KEY", "sk-test-0123456789abcdefghijklmnopqrstuvwxyz")
+    seen = []
+    command = "setsid sleep 30 & echo $!; printf 'last words, no newline'"
+    outcome = run(tmp_path, command, emit_output=seen.append)
+    try:
+        assert outcome.output.endswith("\nlast words, no newline")
+        assert "".join(seen).endswith("\nlast words, no newline")
+    finally:
+        os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
+
+
 def test_huge_output_is_bounded_in_memory(tmp_path):
     settings = ToolSettings(timeout=20, truncation=1024)
     outcome = run(tmp_path, "yes 0123456789 | head -c 5000000; echo; echo END", settings=settings)
