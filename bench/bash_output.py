@@ -192,15 +192,28 @@ def one_run(svc: Services, api: Api, model: Any, n_lines: int, rate: float) -> d
     }
 
 
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the runs (all of them whole only if every run was)."""
+    out: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        if isinstance(value, bool):
+            out[key] = all(r[key] for r in runs)
+        elif isinstance(value, dict):
+            out[key] = {k: statistics.median(r[key][k] for r in runs) for k in value}
+        else:
+            out[key] = statistics.median(r[key] for r in runs)
+    return out
+
+
 def report(rate: float, r: dict[str, Any]) -> str:
     pace = "as fast as it can" if not rate else f"{rate:,.0f} lines/s"
     cpu = "  ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items())
     service = r["cpu"]["web"] + r["cpu"]["worker"]
     return (
-        f"  {pace}: {r['received']:,} lines live (whole, in order: {r['whole']}), "
+        f"  {pace}: {r['received']:,.0f} lines live (whole, in order: {r['whole']}), "
         f"replayed afterwards whole: {r['replay_whole']}\n"
-        f"    chunk events {r['events']:,}, at most {r['per_second']} in any 1 s as they arrived "
-        f"({r['per_second_ts']} as published), largest {r['largest']:,} chars\n"
+        f"    chunk events {r['events']:,.0f}, at most {r['per_second']:.0f} in any 1 s as they arrived "
+        f"({r['per_second_ts']:.0f} as published), largest {r['largest']:,.0f} chars\n"
         f"    line latency print -> client: median {r['median_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms  "
         f"max {r['max_ms']:.1f} ms  (print -> published: median {r['published_median_ms']:.1f} ms  "
         f"p99 {r['published_p99_ms']:.1f} ms)\n"
@@ -221,8 +234,11 @@ def main() -> None:
             one_run(svc, api, model, 1000, 0)  # warm-up: imports, connections, the worker's threads
             print(f"\nbackend: {backend}; {args.lines:,} lines; machine shared, figures noisy")
             for rate in args.rate:
-                for _ in range(args.runs):
-                    print(report(rate, one_run(svc, api, model, args.lines, rate)), flush=True)
+                runs = [one_run(svc, api, model, args.lines, rate) for _ in range(args.runs)]
+                for r in runs:
+                    print(report(rate, r), flush=True)
+                if len(runs) > 1:
+                    print(report(rate, median_of(runs)).replace(":", f" (median of {len(runs)} runs):", 1))
 
 
 if __name__ == "__main__":
