@@ -37,9 +37,12 @@ DEFAULT_WATCH_POLL_SECONDS = 15.0
 # passing fault each time) fails its turn instead of being tried again.
 MAX_PHASE_ATTEMPTS = 5
 
-# Streaming: coalesce deltas and output chunks.
+# Streaming: coalesce deltas and output chunks into at most one event per call (or per model
+# step and kind) every STREAM_FLUSH_SECONDS: 40 a second, however fast the output.
 STREAM_FLUSH_SECONDS = 0.025
-STREAM_FLUSH_CHARS = 4096
+# The most text one such event carries: 40 MiB/s live. Past it the oldest of the interval is
+# dropped for a marker (the stored result keeps head and tail whatever streamed).
+STREAM_EVENT_MAX_CHARS = 1024 * 1024
 
 # HTTP input: the web tier's limits.
 DEFAULT_RUN_HOST = "127.0.0.1"  # `turnstone-jobs run` binds this machine only unless told

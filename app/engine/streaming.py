@@ -1,18 +1,20 @@
-"""Streaming: coalescing deltas and output chunks (flush at most every 25 ms or at 4,096
-characters), and the mark that keeps a streaming answer's deltas reachable from history."""
+"""Streaming: coalescing deltas and output chunks (one piece per 25 ms at most, of at most
+1 MiB), and the mark that keeps a streaming answer's deltas reachable from history."""
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import redis
 
 from app import keys
 from app.runtime import Runtime
-from app.settings import STREAM_FLUSH_CHARS, STREAM_FLUSH_SECONDS
+from app.settings import STREAM_EVENT_MAX_CHARS, STREAM_FLUSH_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -64,73 +66,124 @@ def history_cursor(rt: Runtime, ws_id: str) -> int:
 
 
 class Coalescer:
-    """Buffers text and hands it to `flush` in pieces; one event per line is what it prevents.
+    """Buffers text and hands it to `flush` in pieces: at most one piece per `interval`, so that a
+    producer makes at most 1/interval events a second however much it writes.
 
-    Text that arrives after a quiet spell goes out at once; text that follows
-    closely is held for up to `interval` (a timer thread sees to that).
+    Text after a quiet spell goes out at once (in the caller); text that follows closely waits
+    for the next tick, which a timer thread sees to. A piece holds at most `max_chars`: when more
+    arrives within one interval, the oldest is dropped for a marker saying how much. The live
+    stream is for watching; dropping keeps it current and its memory bounded, where carrying the
+    excess over would make every later line late (the stored result keeps head and tail whatever
+    streamed). `clock` is for tests.
     """
 
     def __init__(
         self,
         flush: Callable[[str], object],
         interval: float = STREAM_FLUSH_SECONDS,
-        max_chars: int = STREAM_FLUSH_CHARS,
+        max_chars: int = STREAM_EVENT_MAX_CHARS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._flush = flush
         self._interval = interval
-        self._max_chars = max_chars
-        self._parts: list[str] = []
-        self._size = 0
-        self._last_flush = 0.0
-        self._lock = threading.Lock()
+        self._pending = Pending(max_chars)
+        self._clock = clock
+        self._last_flush = -math.inf
+        self._lock = threading.Lock()  # the pending text and the time of the last flush
+        self._sending = threading.Lock()  # one flush at a time, so pieces go out in order
         self._wake = threading.Event()
         self._closing = threading.Event()
-        self._closed = False
         self._timer: threading.Thread | None = None
 
     def add(self, text: str) -> None:
         if not text:
             return
         with self._lock:
-            self._parts.append(text)
-            self._size += len(text)
-            due = time.monotonic() - self._last_flush >= self._interval
-            if self._size >= self._max_chars or due:
-                self._flush_locked()
-            elif self._timer is None:
+            self._pending.add(text)
+            is_due = self._is_due()
+            if not is_due and self._timer is None and not self._closing.is_set():
                 self._timer = threading.Thread(target=self._run_timer, daemon=True)
                 self._timer.start()
-        self._wake.set()
+        if is_due:
+            self._send(force=False)
+        else:
+            self._wake.set()
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush_locked()
+        """Send what is pending now, whatever the cadence."""
+        self._send(force=True)
 
     def close(self) -> None:
         """Flush what is pending and stop the timer."""
-        with self._lock:
-            self._flush_locked()
-            self._closed = True
         self._closing.set()
         self._wake.set()
+        self._send(force=True)
         if self._timer is not None:
             self._timer.join(timeout=1)
 
-    def _flush_locked(self) -> None:
-        if self._parts:
-            text = "".join(self._parts)
-            self._parts.clear()
-            self._size = 0
+    def _is_due(self) -> bool:
+        return self._clock() - self._last_flush >= self._interval
+
+    def _send(self, force: bool) -> None:
+        # The one place a piece leaves: the cadence is checked here, under the lock that
+        # orders the pieces, so no interleaving of caller and timer sends two within `interval`.
+        with self._sending:
+            with self._lock:
+                if not force and not self._is_due():
+                    return
+                text = self._pending.take()
+                if text is None:
+                    return
+                self._last_flush = self._clock()
             self._flush(text)
-        self._last_flush = time.monotonic()
 
     def _run_timer(self) -> None:
-        while True:
+        while not self._closing.is_set():
             self._wake.wait()
             self._wake.clear()
-            if self._closing.wait(self._interval):
-                return  # close() flushed already; do not make it wait out the interval
             with self._lock:
-                if self._closed:
-                    return
-                self._flush_locked()
+                left = self._last_flush + self._interval - self._clock()
+            if left > 0 and self._closing.wait(left):
+                return  # close() flushes; do not make it wait out the interval
+            self._send(force=False)
+            with self._lock:
+                if self._pending.has_text():  # a caller's send came first: this tick is not due yet
+                    self._wake.set()
+
+
+class Pending:
+    """Text waiting to go out, at most `max_chars` of it: the newest, after a marker for the rest."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._parts: deque[str] = deque()
+        self._size = 0
+        self._dropped = 0
+
+    def add(self, text: str) -> None:
+        self._parts.append(text)
+        self._size += len(text)
+        while self._size > self.max_chars:
+            over = self._size - self.max_chars
+            first = self._parts[0]
+            if len(first) <= over:
+                self._parts.popleft()
+                cut = len(first)
+            else:
+                self._parts[0] = first[over:]
+                cut = over
+            self._size -= cut
+            self._dropped += cut
+
+    def has_text(self) -> bool:
+        return bool(self._parts or self._dropped)
+
+    def take(self) -> str | None:
+        """All of it as one piece (None when there is nothing)."""
+        if not self.has_text():
+            return None
+        marker = f"[... {self._dropped:,} characters not streamed: output outran the live stream ...]\n"
+        text = (marker if self._dropped else "") + "".join(self._parts)
+        self._parts.clear()
+        self._size = self._dropped = 0
+        return text

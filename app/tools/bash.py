@@ -27,13 +27,15 @@ from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.environment import redact, scrubbed_environment, secret_values
 from app.tools.process_guard import GroupGuard
+from app.tools.redaction import StreamRedactor
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05  # how often cancel and the deadline are checked
 TERM_GRACE_SECONDS = 0.5  # between SIGTERM and SIGKILL of the process group
 DRAIN_SECONDS = 1.0  # how long to wait for pipes once the group has been killed
-READ_CHUNK = 64 * 1024  # a line longer than this streams in pieces
+READ_CHUNK = 64 * 1024  # the most one read of a pipe takes
+PUMP_BATCH = 64  # queued pieces taken together at most (64 x READ_CHUNK: 4 MiB)
 BUFFER_FACTOR = 4  # keep at most this many times tools.truncation per stream
 HEADER_LIMIT = 200
 UNKNOWN_OUTCOME = "its outcome is unknown (it may have partly run)"
@@ -224,8 +226,11 @@ class _Capture:
 
 
 def _read(stream: BinaryIO, name: str, out: queue.Queue, stop: threading.Event) -> None:
+    """Whatever the pipe holds, up to READ_CHUNK at a time: a fast command's lines arrive many to
+    a read (the work after is per piece, not per line), a slow one's as soon as written."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    for chunk in iter(lambda: stream.readline(READ_CHUNK), b""):
+    fd = stream.fileno()
+    while chunk := os.read(fd, READ_CHUNK):
         if not stop.is_set():  # once the call is over, keep draining but drop it
             out.put((name, decoder.decode(chunk)))
     out.put((name, decoder.decode(b"", final=True)))
@@ -242,27 +247,46 @@ class _Run:
     ctx: ToolContext
     open_streams: int = 2
     streaming_failed: bool = False
+    redactors: dict[str, StreamRedactor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.redactors = {name: StreamRedactor(self.secrets) for name in ("stdout", "stderr")}
 
     def pump(self, wait: float) -> None:
-        """Take what the readers produced, waiting up to `wait` for the first piece."""
+        """Take what the readers produced, waiting up to `wait` for the first piece; pieces
+        queued meanwhile are taken together (one redaction, one capture, one emit)."""
         try:
-            item = self.lines.get(timeout=wait)
-            while True:
-                self._take(*item)
-                item = self.lines.get_nowait()
+            items = [self.lines.get(timeout=wait)]
         except queue.Empty:
             return
+        with contextlib.suppress(queue.Empty):
+            while len(items) < PUMP_BATCH:
+                items.append(self.lines.get_nowait())
+        for name, text in _joined(items):
+            self._take(name, text)
 
     def _take(self, name: str, text: str | None) -> None:
-        if text is None:
-            self.open_streams -= 1
-            return
         # Redacted before it is kept: a cut made later could split a secret
         # so that the whole-output redaction no longer recognises it.
-        text = redact(text, self.secrets)
+        redactor = self.redactors[name]
+        if text is None:
+            self.open_streams -= 1
+            self._keep(name, redactor.end())
+        else:
+            self._keep(name, redactor.feed(text))
+
+    def release_held(self) -> None:
+        """What a redactor still holds of a stream that never ended (a child that escaped the
+        group keeps its pipe open): kept and streamed, redacted, rather than lost."""
+        for name, redactor in self.redactors.items():
+            self._keep(name, redactor.end())
+
+    def _keep(self, name: str, text: str) -> None:
+        if not text:
+            return
         if name == "stderr":
             self.stderr.add(text)
-        elif text:
+        else:
             self.stdout.add(text)
             self._stream(text)
 
@@ -285,6 +309,19 @@ class _Run:
         while self.open_streams and time.monotonic() < deadline:
             self.pump(POLL_SECONDS)
         self.pump(0)
+
+
+def _joined(items: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """Consecutive pieces of one stream as one; an end-of-stream mark stays on its own."""
+    out: list[tuple[str, list[str] | None]] = []
+    for name, text in items:
+        if text is None:
+            out.append((name, None))
+        elif out and out[-1][0] == name and (parts := out[-1][1]) is not None:
+            parts.append(text)
+        else:
+            out.append((name, [text]))
+    return [(name, None if parts is None else "".join(parts)) for name, parts in out]
 
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -338,6 +375,7 @@ def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
         cap = BUFFER_FACTOR * ctx.settings.truncation
         run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
         stopped = _run_to_end(run, timeout, guard)
+        run.release_held()
     # Reaped only after the guard is released: an unreaped bash keeps its pid (the
     # group id) from reuse, so the watchdog can never signal someone else's group.
     returncode = proc.wait()

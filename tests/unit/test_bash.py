@@ -252,6 +252,25 @@ def test_a_secret_printed_another_way_is_redacted(tmp_path, monkeypatch):
     assert seen == ["key=[redacted]\n"]
 
 
+def test_a_secret_printed_in_two_writes_is_redacted_in_the_stream_and_the_result(tmp_path, monkeypatch):
+    # The pause puts the halves in two reads of the pipe: each half alone is no secret.
+    monkeypatch.setenv("MY_API_KEY", "sk-test-0123456789")
+    seen = []
+    command = "printf 'key=sk-test-01'; sleep 0.3; printf '23456789 end\\nnext\\n'"
+    outcome = run(tmp_path, command, emit_output=seen.append)
+    assert outcome.output == "key=[redacted] end\nnext"
+    assert "".join(seen) == "key=[redacted] end\nnext\n"
+    assert not any("sk-test" in piece or "23456789" in piece for piece in seen)
+
+
+def test_many_lines_are_emitted_in_a_few_pieces_whole_and_in_order(tmp_path):
+    seen = []
+    outcome = run(tmp_path, "seq 1 100000", emit_output=seen.append)
+    assert "".join(seen) == "".join(f"{n}\n" for n in range(1, 100_001))
+    assert len(seen) < 1000  # pieces as the pipe delivered them, not a call per line
+    assert outcome.output.startswith("1\n2\n")
+
+
 def test_timeout_kills_the_process_group_with_a_background_child(tmp_path):
     started = time.monotonic()
     outcome = run(tmp_path, "sleep 300 & echo $!; echo started; sleep 300", timeout=1)
@@ -290,6 +309,20 @@ def test_a_child_that_escapes_the_group_does_not_hang_the_call(tmp_path):
     try:
         assert time.monotonic() - started < 4
         assert outcome.output.splitlines()[0].isdigit()
+    finally:
+        os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
+
+
+def test_an_unfinished_last_line_is_kept_when_an_escaped_child_holds_the_pipe(tmp_path, monkeypatch):
+    # The redactor holds an unfinished line's tail (a secret could still complete it) until the
+    # stream ends; here it never does, and the tail must not be lost with it.
+    monkeypatch.setenv("MY_API_KEY", "sk-test-0123456789abcdefghijklmnopqrstuvwxyz")
+    seen = []
+    command = "setsid sleep 30 & echo $!; printf 'last words, no newline'"
+    outcome = run(tmp_path, command, emit_output=seen.append)
+    try:
+        assert outcome.output.endswith("\nlast words, no newline")
+        assert "".join(seen).endswith("\nlast words, no newline")
     finally:
         os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
 

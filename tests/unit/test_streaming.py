@@ -37,15 +37,66 @@ def test_a_burst_of_lines_becomes_a_few_flushes_and_loses_nothing():
     assert len(sink.flushes) < 20
 
 
-def test_max_chars_flushes_without_waiting():
-    sink = Sink()
-    c = Coalescer(sink, interval=10, max_chars=100)
-    c.add("x")  # immediate: nothing flushed before
-    c.add("y" * 50)
-    assert len(sink.flushes) == 1
-    c.add("z" * 60)
-    assert len(sink.flushes) == 2 and sink.flushes[1][1] == "y" * 50 + "z" * 60
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_fast_producer_gets_at_most_one_flush_per_interval_whatever_its_volume():
+    sink, clock = Sink(), FakeClock()
+    c = Coalescer(sink, interval=0.025, clock=clock)
+    flushed_at: list[float] = []
+    original = sink.__call__
+
+    def record(text: str) -> None:
+        flushed_at.append(clock.now)
+        original(text)
+
+    c._flush = record  # the fake time of each flush, whoever (caller or timer) made it
+    lines = [f"{n:06d} " + "x" * 200 + "\n" for n in range(20_000)]  # 4 MB over one fake second
+    for line in lines:
+        c.add(line)
+        clock.now += 1 / 20_000
     c.close()
+    assert "".join(t for _, t in sink.flushes) == "".join(lines)
+    gaps = [b - a for a, b in zip(flushed_at, flushed_at[1:-1], strict=False)]  # close's flush aside
+    assert all(gap >= 0.025 - 1e-9 for gap in gaps), min(gaps)
+    assert len(sink.flushes) <= 1 / 0.025 + 2
+
+
+def test_a_burst_in_real_time_is_one_event_per_interval_and_never_held_long():
+    sink = Sink()
+    c = Coalescer(sink, interval=0.025)
+    started = time.monotonic()
+    n = 0
+    while time.monotonic() - started < 0.5:
+        c.add(f"line {n}\n")
+        n += 1
+    c.close()
+    took = time.monotonic() - started
+    assert "".join(t for _, t in sink.flushes) == "".join(f"line {i}\n" for i in range(n))
+    assert len(sink.flushes) <= took / 0.025 + 2
+    times = [at for at, _ in sink.flushes]
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) < 0.2  # the timer keeps it moving
+
+
+def test_more_than_max_chars_in_one_interval_keeps_the_newest_after_a_marker():
+    sink, clock = Sink(), FakeClock()
+    c = Coalescer(sink, interval=0.025, max_chars=1000, clock=clock)
+    c.add("first\n")  # after a quiet spell: out at once
+    for n in range(500):
+        c.add(f"{n:04d}\n")  # 2,500 characters within the interval
+    clock.now += 0.03
+    c.flush()
+    c.close()
+    assert [t for _, t in sink.flushes][0] == "first\n"
+    held = sink.flushes[1][1]
+    marker, _, rest = held.partition("\n")
+    assert marker == "[... 1,500 characters not streamed: output outran the live stream ...]"
+    assert rest == "".join(f"{n:04d}\n" for n in range(300, 500))
 
 
 def test_held_text_is_flushed_by_the_timer_within_the_interval():
