@@ -175,6 +175,8 @@ def report(backend: str, rounds: list[Round], args: argparse.Namespace) -> None:
     every = [t for r in rounds for t in r.turns]
     by_position = [statistics.median(t.total * 1000 for t in every if t.n == n) for n in range(args.turns)]
     print("  median send->idle by position in its workstream: " + "  ".join(f"{v:.0f}" for v in by_position))
+    first = [t.total * 1000 for t in every if t.n == 0]
+    print(f"  first turns: median {statistics.median(first):.0f} ms, max {max(first):.0f} ms")
     print(f"  p95/median, median of rounds: {statistics.median(ratios):.2f} (goal < {GOAL})")
     slowest = sorted((t for r in rounds for t in r.turns), key=lambda t: -t.total)[: args.slowest]
     print("  slowest turns (ms):   total    send  queued  to model    rest   position")
