@@ -1,4 +1,4 @@
-"""The database engine: SQLite (WAL, immediate write transactions) or PostgreSQL."""
+"""The database engine: SQLite (WAL, immediate write transactions taken in turn) or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import event, func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
+
+from app.storage.write_gate import WriteGate
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY_OPTION = "turnstone_read_only"
@@ -58,16 +60,25 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self._reader_engine = self.engine.execution_options(**{READ_ONLY_OPTION: True})
+        path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
+        # PostgreSQL queues its lock waiters itself; SQLite's writers need the gate to take turns.
+        self._gate = WriteGate(path) if path and path != ":memory:" else None
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
+        gated = self._gate is not None and self._gate.enter()
+        try:
+            with Session(self.engine, expire_on_commit=False) as session:
+                try:
+                    yield session
+                    session.commit()
+                except BaseException:
+                    session.rollback()
+                    raise
+        finally:
+            if gated:
+                assert self._gate is not None
+                self._gate.leave()
 
     @contextmanager
     def reader(self) -> Iterator[Session]:
