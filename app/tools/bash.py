@@ -219,6 +219,14 @@ class _Capture:
         while self.tail_size - len(self.tail[0]) >= self.cap // 2:
             self.tail_size -= len(self.tail[0])
             self.dropped += len(self.tail.popleft())
+        excess = self.tail_size - self.cap // 2
+        if excess > 0:  # a piece is many lines read at once: cut its front, at a line's start if it has one
+            first = self.tail[0]
+            newline = first.find("\n", excess - 1)
+            cut = newline + 1 if newline >= 0 else excess
+            self.tail[0] = first[cut:]
+            self.tail_size -= cut
+            self.dropped += cut
 
     def text(self) -> str:
         middle = f"\n[... {self.dropped:,} characters not kept ...]\n" if self.dropped else ""

@@ -327,6 +327,18 @@ def test_an_unfinished_last_line_is_kept_when_an_escaped_child_holds_the_pipe(tm
         os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
 
 
+def test_output_read_many_lines_at_a_time_keeps_a_bounded_tail_starting_at_a_line(tmp_path):
+    # 220,000 bytes written at once reach the reader in pipe-sized pieces of many lines each:
+    # what is kept is still bounded (as in the test below), not a whole piece for a tail.
+    settings = ToolSettings(timeout=20, truncation=1024)
+    command = "python3 -c \"import sys; sys.stdout.write('0123456789\\n' * 20000)\"; echo END"
+    outcome = run(tmp_path, command, settings=settings)
+    assert len(outcome.output) < 6 * 1024
+    head, _, tail = outcome.output.partition(" characters not kept ...]\n")
+    assert head.startswith("0123456789\n") and tail.startswith("0123456789\n")
+    assert tail.endswith("0123456789\nEND")
+
+
 def test_huge_output_is_bounded_in_memory(tmp_path):
     settings = ToolSettings(timeout=20, truncation=1024)
     outcome = run(tmp_path, "yes 0123456789 | head -c 5000000; echo; echo END", settings=settings)
