@@ -66,7 +66,8 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        gated = self._gate is not None and self._gate.enter()
+        # The gate held, or None: none on PostgreSQL, or when the wait for it ran out.
+        gate = self._gate if self._gate is not None and self._gate.enter() else None
         try:
             with Session(self.engine, expire_on_commit=False) as session:
                 try:
@@ -76,9 +77,8 @@ class Database:
                     session.rollback()
                     raise
         finally:
-            if gated:
-                assert self._gate is not None
-                self._gate.leave()
+            if gate is not None:
+                gate.leave()
 
     @contextmanager
     def reader(self) -> Iterator[Session]:
