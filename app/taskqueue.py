@@ -6,6 +6,11 @@ registers the task bodies on the same configuration.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 from celery import Celery
 
 from app.settings import Settings
@@ -23,6 +28,7 @@ TOOLS_QUEUE = "tool_batches"
 # of model steps. Every worker consumes it.
 CONTROL_QUEUE = "control"
 QUEUES = (MODEL_QUEUE, TOOLS_QUEUE, CONTROL_QUEUE)
+PHASE_QUEUES = {MODEL_STEP_TASK: MODEL_QUEUE, TOOL_BATCH_TASK: TOOLS_QUEUE}  # a turn's two phase tasks
 
 # Longer than any step may run (bash is capped at 600 s); the sweeper, not this,
 # is what recovers a step whose worker died.
@@ -56,17 +62,61 @@ def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
     return celery
 
 
+@dataclass
+class Handoff:
+    """A turn's next phase, kept by the task that ended the phase before it (`TaskQueue.keeping`)."""
+
+    turn_id: str
+    task: str | None = None
+    step: int = 0
+
+
 class TaskQueue:
-    """Enqueues the engine's tasks; ids only, never objects."""
+    """Enqueues the engine's tasks; ids only, never objects.
+
+    In a worker, a phase task may keep its own turn's next phase instead of sending it
+    (`keeping`): when this worker consumes that phase's queue, the task runs it next, in the
+    same thread, and the turn skips a trip through Redis and a wait for a free thread."""
 
     def __init__(self, celery: Celery) -> None:
         self.celery = celery
+        # The queues whose phases a task of this process may run itself: set by a worker to
+        # the queues it consumes, emptied when it starts shutting down (what is kept then is sent).
+        self.local_queues: frozenset[str] = frozenset()
+        self._kept = threading.local()
 
     def model_step(self, turn_id: str, step: int) -> None:
-        self.celery.send_task(MODEL_STEP_TASK, args=[turn_id, step], queue=MODEL_QUEUE)
+        self._phase(MODEL_STEP_TASK, turn_id, step)
 
     def tool_batch(self, turn_id: str, step: int) -> None:
-        self.celery.send_task(TOOL_BATCH_TASK, args=[turn_id, step], queue=TOOLS_QUEUE)
+        self._phase(TOOL_BATCH_TASK, turn_id, step)
+
+    def send_phase(self, task: str, turn_id: str, step: int) -> None:
+        """Send a phase task whatever is being kept (a kept phase this worker will not run)."""
+        self.celery.send_task(task, args=[turn_id, step], queue=PHASE_QUEUES[task])
+
+    def runs_here(self, task: str) -> bool:
+        """Whether this process's worker consumes the queue the phase task `task` travels on."""
+        return PHASE_QUEUES[task] in self.local_queues
+
+    @contextmanager
+    def keeping(self, turn_id: str) -> Iterator[Handoff]:
+        """Within: the first hand-off of `turn_id` to a phase whose queue this worker consumes
+        is kept in the yielded `Handoff` rather than sent. Any other turn's (a sub-agent's
+        first step, the next queued turn) is sent as always."""
+        kept = Handoff(turn_id)
+        self._kept.handoff = kept
+        try:
+            yield kept
+        finally:
+            self._kept.handoff = None
+
+    def _phase(self, task: str, turn_id: str, step: int) -> None:
+        kept: Handoff | None = getattr(self._kept, "handoff", None)
+        if kept is None or kept.turn_id != turn_id or kept.task is not None or not self.runs_here(task):
+            self.send_phase(task, turn_id, step)
+        else:
+            kept.task, kept.step = task, step
 
     def finish_call(self, turn_id: str, call_id: str, output: str, is_error: bool = False) -> None:
         """End a waiting call from anywhere (a sub-agent's end, an external event)."""

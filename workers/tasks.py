@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready, worker_shutting_down
 
-from app.engine import calls, sweeper
-from app.engine import model_step as model_steps
-from app.engine import tool_batch as tool_batches
+from app.engine import calls, chain, sweeper
 from app.runtime import Runtime
 from app.settings import Settings
 from app.taskqueue import (
@@ -34,14 +34,26 @@ def runtime() -> Runtime:
         return _runtime
 
 
+@worker_ready.connect
+def _run_own_handoffs(sender: Any = None, **_: Any) -> None:
+    """A phase task may run its turn's next phase itself when this worker consumes its queue."""
+    runtime().queue.local_queues = frozenset(sender.app.amqp.queues.consume_from)
+
+
+@worker_shutting_down.connect
+def _send_handoffs(**_: Any) -> None:
+    """From now on every next phase is sent: a warm shutdown waits for a phase, not a turn."""
+    runtime().queue.local_queues = frozenset()
+
+
 @shared_task(name=MODEL_STEP_TASK)
 def model_step(turn_id: str, step: int) -> None:
-    model_steps.run(runtime(), turn_id, int(step))
+    chain.run(runtime(), MODEL_STEP_TASK, turn_id, int(step))
 
 
 @shared_task(name=TOOL_BATCH_TASK)
 def tool_batch(turn_id: str, step: int) -> None:
-    tool_batches.run(runtime(), turn_id, int(step))
+    chain.run(runtime(), TOOL_BATCH_TASK, turn_id, int(step))
 
 
 @shared_task(name=FINISH_CALL_TASK)

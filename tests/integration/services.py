@@ -212,15 +212,18 @@ class Services:
         self._wait(lambda: httpx.get(base_url + "/health", timeout=2).status_code in (200, 503), name)
         return base_url
 
-    def start_worker(self, key: str = "worker", concurrency: int = 8) -> str:
-        """A Celery worker, known as `key` in `processes` (a second one needs its own); its name."""
+    def start_worker(
+        self, key: str = "worker", concurrency: int = 8, queues: str = "model_steps,tool_batches,control"
+    ) -> str:
+        """A Celery worker, known as `key` in `processes` (a second one needs its own), consuming
+        `queues`; its name."""
         self._worker_seq += 1
         name = f"w{self._worker_seq}-{os.getpid()}@tests"
         self._spawn(
             key,
             [sys.executable, "-m", "workers", "--pool", "threads",
              "--concurrency", str(concurrency),
-             "--queues", "model_steps,tool_batches,control", "--hostname", name,
+             "--queues", queues, "--hostname", name,
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         )  # fmt: skip
         # Ready when this very worker announces itself (a killed one's entry lingers a while).
@@ -256,6 +259,12 @@ class Services:
         proc = self.processes.pop(name)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+    def stop_gracefully(self, name: str, timeout: float = 30) -> None:
+        """SIGTERM, as a deploy stops a process: a Celery worker finishes its running tasks first."""
+        proc = self.processes.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout)
 
     def kill_group(self, name: str) -> None:
         """SIGKILL to a process and its children (a gunicorn master and its workers), as a
