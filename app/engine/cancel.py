@@ -77,4 +77,3 @@ def _end_parked(rt: Runtime, turn_id: str, by: str) -> None:
         for row in closed:
             calls.announce(rt, row, out=out)
         turns.end_turn(s, out, turn, TurnStatus.CANCELLED)
-    turns.activate_next(rt, turn.ws_id)

@@ -194,9 +194,7 @@ def _store_reply(
             turns.end_turn(s, out, turn, end_as, fence=fence)
         else:
             waiting = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
-    if not prepared:
-        turns.activate_next(rt, ws.id)
-    elif not waiting:
+    if prepared and not waiting:
         rt.queue.tool_batch(turn.id, step)
 
 
@@ -312,7 +310,6 @@ def _fail(rt: Runtime, ws_id: str, fence: Fence, message: str) -> None:
 def _finish(rt: Runtime, ws_id: str, fence: Fence, status: TurnStatus, error: str | None = None) -> None:
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
         turns.end_turn(s, out, turn, status, error=error, fence=fence)
-    turns.activate_next(rt, ws_id)
 
 
 def _publisher(rt: Runtime, ws_id: str, fence: Fence, best_effort: bool = False) -> Publish:

@@ -36,14 +36,14 @@ class Outbox:
 
     ws_id: str
     events: list[tuple[str, str | None, Fence | None, dict[str, Any]]] = field(default_factory=list)
-    actions: list[Callable[[Runtime], None]] = field(default_factory=list)
+    actions: list[Callable[[Runtime], object]] = field(default_factory=list)
 
     def add(
         self, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
     ) -> None:
         self.events.append((type_, turn_id, fence, fields))
 
-    def after(self, action: Callable[[Runtime], None]) -> None:
+    def after(self, action: Callable[[Runtime], object]) -> None:
         """Run `action(rt)` once the transition has committed, its events are out and the
         workstream's ordering lock is released (it may take another workstream's)."""
         self.actions.append(action)

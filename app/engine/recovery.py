@@ -52,5 +52,3 @@ def fail_turn(rt: Runtime, fence: Fence, message: str) -> None:
             turns.end_turn(s, out, turn, TurnStatus.ERROR, error=message, fence=fence)
     except StaleAttemptError:
         log.warning("turn %s: not failing it, a newer attempt holds it", fence.turn_id)
-        return
-    turns.activate_next(rt, turn.ws_id)

@@ -172,21 +172,16 @@ def _advance(rt: Runtime, fence: Fence, ws_id: str, step: int, read_paths: set[s
         _keep_read_paths(s, ws_id, read_paths)
         if turn.cancel_requested:
             turns.end_turn(s, out, turn, TurnStatus.CANCELLED, fence=fence)
-            ended = True
-        else:
-            turn.step = step + 1
-            turn.phase = TurnPhase.MODEL
-            turn.heartbeat_at = None
-            turn.step_claims = 0
-            turn.phase_started_at = turn.enqueued_at = rt.db.now()
-            s.add(turn)
-            turns.set_state(s, ws_id, WorkstreamState.THINKING)
-            out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING)
-            ended = False
-    if ended:
-        turns.activate_next(rt, ws_id)
-    else:
-        rt.queue.model_step(turn.id, step + 1)
+            return
+        turn.step = step + 1
+        turn.phase = TurnPhase.MODEL
+        turn.heartbeat_at = None
+        turn.step_claims = 0
+        turn.phase_started_at = turn.enqueued_at = rt.db.now()
+        s.add(turn)
+        turns.set_state(s, ws_id, WorkstreamState.THINKING)
+        out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING)
+    rt.queue.model_step(turn.id, step + 1)
 
 
 def _park(rt: Runtime, s: Session, turn: Turn, ws_id: str, read_paths: set[str]) -> None:

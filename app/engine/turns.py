@@ -157,7 +157,7 @@ def end_turn(
     fence: Fence | None = None,
 ) -> WorkstreamState:
     """Inside the caller's (fenced, ordered) transaction: close the turn and free the
-    workstream. The caller calls `activate_next` once its events are out."""
+    workstream; the oldest queued turn, if one waits, is started once the events are out."""
     turn.status = status
     turn.phase = TurnPhase.FINISHED
     turn.ended_at = utcnow()
@@ -177,7 +177,17 @@ def end_turn(
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
     fanin.record_end(s, out, turn, status, error)
     recording.turn_finished(s, status)
+    # Looked for under the workstream's ordering lock: a send that stores a turn after this
+    # commits finds the workstream idle and starts its turn itself, so none is left waiting.
+    if _has_queued(s, turn.ws_id):
+        ws_id = turn.ws_id
+        out.after(lambda rt: activate_next(rt, ws_id))
     return state
+
+
+def _has_queued(s: Session, ws_id: str) -> bool:
+    queued = select(Turn.id).where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED).limit(1)
+    return s.exec(queued).first() is not None
 
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:

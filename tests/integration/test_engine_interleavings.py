@@ -294,3 +294,22 @@ def test_a_send_stores_and_starts_its_turn_in_one_transaction_and_says_queued_be
     events, _ = rt.events.replay(ws.id, 0)
     said = [(e["type"], e.get("turn_id")) for e in events if e["type"] in ("message", "turn_queued")]
     assert said == [("message", first.id), ("turn_queued", second.id), ("message", second.id)]
+
+
+def test_a_turn_ends_in_its_replys_transaction_and_starts_the_next_only_when_one_waits(rt, model_server):
+    ws = workstreams.create(rt, name="one end")
+    first = turns.send(rt, ws.id, "first")
+    model_server.enqueue(Reply(text="one"))
+    commits: list[str] = []
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    model_step.run(rt, first.id, 0)
+    assert len(commits) == 2  # the step's claim, then its answer stored with the turn's end
+    assert load(rt, Turn, first.id).status == TurnStatus.DONE
+    second = turns.send(rt, ws.id, "second")
+    third = turns.send(rt, ws.id, "third")
+    assert (second.status, third.status) == (TurnStatus.ACTIVE, TurnStatus.QUEUED)
+    model_server.enqueue(Reply(text="two"))
+    model_step.run(rt, second.id, 0)
+    assert load(rt, Turn, second.id).status == TurnStatus.DONE
+    assert load(rt, Turn, third.id).status == TurnStatus.ACTIVE  # the end started the one waiting
+    assert load(rt, Workstream, ws.id).active_turn_id == third.id
