@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import case, or_, update
+from sqlalchemy import Update, case, or_, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
@@ -26,7 +26,8 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int]
     has now been claimed; None when that is not ours to run."""
     stale = rt.db.ago(rt.settings.stale_after_seconds)
     with rt.db.session() as s:
-        result = s.exec(
+        turn = _updated(
+            s,
             update(Turn)
             .where(
                 col(Turn.id) == turn_id,
@@ -39,12 +40,11 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int]
                 attempt=Turn.attempt + 1,
                 step_claims=Turn.step_claims + 1,
                 heartbeat_at=rt.db.now(),
-            )
+            ),
+            turn_id,
         )
-        if result.rowcount != 1:
+        if turn is None:
             return None
-        turn = s.get(Turn, turn_id)
-        assert turn is not None
         fence, attempts = Fence(turn_id, turn.attempt), turn.step_claims
     rt.events.set_fence(fence)
     return fence, attempts
@@ -70,16 +70,27 @@ def check(rt: Runtime, s: Session, fence: Fence) -> Turn:
 
     The heartbeat is refreshed only while it is held: a phase that has released its
     claim (parked, handed on) must not look claimed again to the next phase's task."""
-    result = s.exec(
+    turn = _updated(
+        s,
         update(Turn)
         .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
-        .values(heartbeat_at=case((col(Turn.heartbeat_at).is_(None), None), else_=rt.db.now()))
+        .values(heartbeat_at=case((col(Turn.heartbeat_at).is_(None), None), else_=rt.db.now())),
+        fence.turn_id,
     )
-    if result.rowcount != 1:
+    if turn is None:
         raise StaleAttemptError(fence.turn_id)
-    turn = s.get(Turn, fence.turn_id, populate_existing=True)
-    assert turn is not None
     return turn
+
+
+def _updated(s: Session, statement: Update, turn_id: str) -> Turn | None:
+    """Run an update of one turn; the turn as it now is, or None when no row matched. Where
+    the database returns rows from an update (PostgreSQL, SQLite 3.35+) that is one statement."""
+    if s.get_bind().dialect.update_returning:
+        returning = statement.returning(Turn)
+        return s.scalars(returning, execution_options={"populate_existing": True}).first()
+    if s.exec(statement).rowcount != 1:
+        return None
+    return s.get(Turn, turn_id, populate_existing=True)
 
 
 @contextmanager
