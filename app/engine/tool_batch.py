@@ -39,6 +39,8 @@ from app.tools.pipeline import PreparedCall, execute_call, run_calls
 
 RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # recorded with each call this process starts
 
+Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
+
 
 def run(rt: Runtime, turn_id: str, step: int) -> None:
     run_phase(rt, turn_id, TurnPhase.TOOLS, step, lambda fence, cancelled: _batch(rt, fence, step, cancelled))
@@ -60,6 +62,9 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
         for row in lane:
             _run_one(rt, fence, ws, row, read_paths, cancelled)
 
+    if len(to_run) == 1:  # its result is stored in the transaction that ends the batch
+        ran = _run_one(rt, fence, ws, to_run[0], read_paths, cancelled, hold_result=True)
+        return _advance(rt, fence, ws.id, step, read_paths, ran)
     run_calls(in_lanes, run_lane)
     _advance(rt, fence, ws.id, step, read_paths)
 
@@ -82,14 +87,17 @@ def _run_one(
     row: ToolCall,
     read_paths: set[str],
     cancelled: CancelCheck,
-) -> None:
+    hold_result: bool = False,
+) -> Ran | None:
+    """Run one approved call and store its result, or with `hold_result` hand back a finished
+    call's result for the caller's next transaction to store (a waiting call is stored now)."""
     with fenced(rt, fence) as (s, turn):
         if turn.cancel_requested or cancelled():
             if calls.cancel_unstarted(s, row):
                 calls.announce(rt, row, fence)
-            return
+            return None
         if not calls.start(s, row, RUNNER):  # committed before it runs: at most once
-            return
+            return None
     # Live output is a courtesy: a Redis fault must not stop the command or lose its
     # result, which is stored whole and announced by tool_result.
     chunks = Coalescer(
@@ -107,12 +115,22 @@ def _run_one(
         outcome = _execute(rt, ws, row, ctx)
     finally:
         chunks.close()  # a call's pending output always goes out before its result
+    if hold_result and outcome.waiting_on is None:
+        return row, outcome
     with fenced(rt, fence) as (s, _turn):
         if outcome.waiting_on is not None:
             calls.wait(s, row, outcome.waiting_on)
-            return
-        calls.finish(s, row, outcome.output, outcome.is_error, leaving=[CallStatus.RUNNING])
-    calls.announce(rt, row, fence)
+            return None
+        finished = _finish(s, row, outcome)
+    if finished:
+        calls.announce(rt, row, fence)
+    return None
+
+
+def _finish(s: Session, row: ToolCall, outcome: ToolOutcome) -> bool:
+    """The call's result, unless something else ended it meanwhile (a failing attempt's
+    clean-up): then that end stands, and was announced by whoever made it."""
+    return calls.finish(s, row, outcome.output, outcome.is_error, leaving=[CallStatus.RUNNING])
 
 
 def _execute(rt: Runtime, ws: Workstream, row: ToolCall, ctx: ToolContext) -> ToolOutcome:
@@ -155,10 +173,15 @@ def _context(
     )
 
 
-def _advance(rt: Runtime, fence: Fence, ws_id: str, step: int, read_paths: set[str]) -> None:
-    """Store every result as a tool message, then the next model step (or the cancelled end);
-    with calls still waiting, park the turn until they finish."""
+def _advance(
+    rt: Runtime, fence: Fence, ws_id: str, step: int, read_paths: set[str], ran: Ran | None = None
+) -> None:
+    """Store every result as a tool message (`ran`: a call's result not yet stored), then the
+    next model step (or the cancelled end); with calls still waiting, park the turn until they
+    finish."""
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
+        if ran is not None and _finish(s, *ran):
+            calls.announce(rt, ran[0], fence, out)
         rows = calls.batch(s, turn.id, step)
         if turn.cancel_requested:  # every call not yet ended ends now
             for row in calls.close_open(s, rows, by="cancel"):

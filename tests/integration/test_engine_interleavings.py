@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import event, update
 from sqlmodel import col, select
 
-from app.engine import approvals, cancel, model_step, prompt, sweeper, turns, workstreams
+from app.engine import approvals, cancel, model_step, prompt, sweeper, tool_batch, turns, workstreams
 from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
@@ -313,3 +313,21 @@ def test_a_turn_ends_in_its_replys_transaction_and_starts_the_next_only_when_one
     assert load(rt, Turn, second.id).status == TurnStatus.DONE
     assert load(rt, Turn, third.id).status == TurnStatus.ACTIVE  # the end started the one waiting
     assert load(rt, Workstream, ws.id).active_turn_id == third.id
+
+
+def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_batch(rt, model_server):
+    ws = workstreams.create(rt, name="one call", auto_approve=True)
+    turn = turns.send(rt, ws.id, "run it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
+    model_step.run(rt, turn.id, 0)
+    commits: list[str] = []
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    tool_batch.run(rt, turn.id, 0)
+    assert len(commits) == 3  # the claim, the call marked running, its result with the batch's end
+    events, _ = rt.events.replay(ws.id, 0)
+    said = [(e["type"], e.get("output", e.get("state"))) for e in events]
+    assert said[-2:] == [("tool_result", "one"), ("state_change", "thinking")]
+    with rt.db.session() as s:
+        stored = s.exec(select(Message).where(Message.ws_id == ws.id, Message.role == "tool")).one()
+    assert stored.content.strip() == "one"
+    assert load(rt, Turn, turn.id).phase == TurnPhase.MODEL and load(rt, Turn, turn.id).step == 1
