@@ -45,7 +45,7 @@ def section(ctx: PromptContext) -> str | None:
     if ctx.db is None or not ctx.message:
         return None
     settings = ctx.settings.memory
-    view = store.view_of_workstream(ctx.db, ctx.workstream.id)
+    view = store.View(ctx.workstream.owner_id, ctx.workstream.id)  # the step's own read of it
     with ctx.db.reader() as s:
         memories = store.visible(s, view)
     chosen = relevant(memories, ctx.message, settings.inject_threshold, settings.inject_max)
