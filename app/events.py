@@ -11,11 +11,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
 
 import redis
+from redis.commands.core import Script
+from redis.exceptions import LockNotOwnedError, NoScriptError
+from redis.lock import Lock
 
 from app import keys
 from app.settings import (
@@ -91,6 +94,15 @@ if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
 end
 """
 
+# KEYS: lock   ARGV: token. redis-py's Lock.release check, run inside our own transaction
+# (EventLog.publish_many): the key is deleted only while it still holds our token.
+# Loaded only after _PUBLISH (EventLog._transaction): a transaction that finds this script found
+# _PUBLISH too, so a lock is never let go while its events failed for want of their script.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 PUBLISHED_GRACE_SECONDS = 60  # a retry's marker outlives the retry window by this much
 
 
@@ -120,6 +132,22 @@ class Fence:
 
     turn_id: str
     attempt: int
+
+
+@dataclass
+class NewEvent:
+    """An event not yet published: the log gives it its `id`, `ws_id` and `ts`."""
+
+    type: str
+    turn_id: str | None = None
+    fence: Fence | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class ScriptCall(NamedTuple):
+    script: Script
+    keys: list[str]
+    args: list[Any]
 
 
 def retrying(call: Callable[[], T], seconds: float, what: str) -> T:
@@ -165,6 +193,7 @@ class EventLog:
         self.retry_seconds = retry_seconds
         self._publish = client.register_script(_PUBLISH)
         self._raise_fence = client.register_script(_RAISE_FENCE)
+        self._release = client.register_script(_RELEASE)
 
     @classmethod
     def from_settings(cls, client: redis.Redis, settings: Settings) -> EventLog:
@@ -215,6 +244,70 @@ class EventLog:
             log.warning("event %s for %s not published live (%s)", type_, ws_id, type(exc).__name__)
             return None
 
+    def publish_many(
+        self, ws_id: str, events: Sequence[NewEvent], *, release: Lock | None = None
+    ) -> list[int | None]:
+        """Append and publish `events` in order, in one round trip: their ids (None where a fence
+        refused one). `release`, a lock held until they are out, is released in that round trip
+        after them, as `release.release()` would: LockNotOwnedError when it was no longer ours.
+
+        Rides out an outage as `publish` does: each event has its own token, so a retry never
+        publishes one twice. Should the outage outlast the retries, the lock is left to expire."""
+        marker_ttl = int(self.retry_seconds) + PUBLISHED_GRACE_SECONDS
+        calls = [
+            self._publish_call(ws_id, e.type, e.turn_id, e.fence, e.fields, uuid.uuid4().hex, marker_ttl)
+            for e in events
+        ]
+        if release is not None:
+            calls.append(self._release_call(release))
+        tries = 0
+
+        def send() -> list[Any]:
+            nonlocal tries
+            tries += 1
+            return self._transaction(calls)
+
+        results = retrying(send, self.retry_seconds, f"publishing {len(events)} events for {ws_id}")
+        # After a retry, a lock found gone may be the one our lost reply had released.
+        if release is not None and not results[-1] and tries == 1:
+            raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=release.name)
+        return [None if int(r) < 0 else int(r) for r in results[: len(events)]]
+
+    def _release_call(self, lock: Lock) -> ScriptCall:
+        """The call releasing `lock`; as with `Lock.release`, the lock forgets its token: from
+        here the release is this call's to send, and the lock's holder must not send another."""
+        token = lock.local.token
+        if token is None:
+            raise redis.exceptions.LockError("Cannot release an unlocked lock", lock_name=lock.name)
+        lock.local.token = None
+        return ScriptCall(self._release, [lock.name], [token])
+
+    def _transaction(self, calls: list[ScriptCall]) -> list[Any]:
+        """The calls' replies, the calls run in one MULTI/EXEC; those that met a script Redis had
+        lost (it restarted) run again, in order, once it is loaded.
+
+        A transaction because no script can be loaded in the middle of one: a script missing for
+        one call is missing for all its calls, so none of them ran and re-running them keeps
+        their order. The first error a call met is raised."""
+        results = self._execute(calls)
+        lost = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
+        if lost:
+            for script in (self._publish, self._release):  # in this order: see _RELEASE
+                if any(calls[i].script is script for i in lost):
+                    self.redis.script_load(script.script)
+            for i, result in zip(lost, self._execute([calls[i] for i in lost]), strict=True):
+                results[i] = result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
+
+    def _execute(self, calls: list[ScriptCall]) -> list[Any]:
+        with self.redis.pipeline(transaction=True) as pipe:
+            for call in calls:
+                pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+            return pipe.execute(raise_on_error=False)
+
     def _run(
         self,
         ws_id: str,
@@ -225,11 +318,26 @@ class EventLog:
         token: str,
         marker_ttl: int,
     ) -> int | None:
+        call = self._publish_call(ws_id, type_, turn_id, fence, fields, token, marker_ttl)
+        result = call.script(keys=call.keys, args=call.args)
+        return None if int(result) < 0 else int(result)
+
+    def _publish_call(
+        self,
+        ws_id: str,
+        type_: str,
+        turn_id: str | None,
+        fence: Fence | None,
+        fields: dict[str, Any],
+        token: str,
+        marker_ttl: int,
+    ) -> ScriptCall:
         body = {"ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": round(time.time(), 3)}
         body.update(fields)
         fence_key = keys.turn_fence(fence.turn_id) if fence else keys.turn_fence("-")
-        result = self._publish(
-            keys=[
+        return ScriptCall(
+            self._publish,
+            [
                 keys.event_seq(ws_id),
                 keys.event_meta(ws_id),
                 keys.event_log(ws_id),
@@ -237,7 +345,7 @@ class EventLog:
                 fence_key,
                 keys.published(token),
             ],
-            args=[
+            [
                 str(fence.attempt) if fence else "",
                 json.dumps(body),
                 self.maxlen,
@@ -247,7 +355,6 @@ class EventLog:
                 marker_ttl,
             ],
         )
-        return None if int(result) < 0 else int(result)
 
     def set_fence(self, fence: Fence) -> None:
         """A claim's attempt becomes the one allowed to publish (unless a newer one already is)."""

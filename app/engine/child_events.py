@@ -6,14 +6,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.lock import Lock
 from sqlmodel import select
 
-from app.events import EventLog, Fence
+from app.events import EventLog, Fence, NewEvent
 from app.settings import Settings
 from app.storage.database import Database
 from app.storage.models import Workstream
@@ -92,6 +93,23 @@ class FamilyEventLog(EventLog):
             self._echo(super().publish_best_effort, ws_id, event_id, type_, turn_id, fields)
         return event_id
 
+    def publish_many(
+        self, ws_id: str, events: Sequence[NewEvent], *, release: Lock | None = None
+    ) -> list[int | None]:
+        """A child's events, then their echoes with the release after them: an echo carries its
+        event's id, known only once the child's events are out (two round trips, not one)."""
+        link = self._link(ws_id)
+        if link is None:
+            return super().publish_many(ws_id, events, release=release)
+        ids = super().publish_many(ws_id, events)
+        echoes = [
+            self._echo_of(link, ws_id, event_id, event.type, event.turn_id, event.fields)
+            for event_id, event in zip(ids, events, strict=True)
+            if event_id is not None
+        ]
+        super().publish_many(link.ws_id, echoes, release=release)
+        return ids
+
     def _echo(
         self,
         send: Callable[..., int | None],
@@ -101,13 +119,23 @@ class FamilyEventLog(EventLog):
         turn_id: str | None,
         fields: dict[str, Any],
     ) -> None:
-        link = self.links(ws_id) if self.links is not None else None
+        link = self._link(ws_id)
         if link is None:
             return
-        # Unfenced: the child's own publish above was the fenced one.
+        echo = self._echo_of(link, ws_id, event_id, type_, turn_id, fields)
+        send(link.ws_id, echo.type, turn_id=echo.turn_id, **echo.fields)
+
+    def _link(self, ws_id: str) -> Link | None:
+        return self.links(ws_id) if self.links is not None else None
+
+    @staticmethod
+    def _echo_of(
+        link: Link, ws_id: str, event_id: int, type_: str, turn_id: str | None, fields: dict[str, Any]
+    ) -> NewEvent:
+        # Unfenced: the child's own publish was the fenced one.
         event = {"id": event_id, "ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": _now(), **fields}
         tags = {"call_id": link.call_id, "child_ws_id": ws_id}
-        send(link.ws_id, SUBAGENT_EVENT, turn_id=link.turn_id, event=event, **tags)
+        return NewEvent(SUBAGENT_EVENT, link.turn_id, None, {"event": event, **tags})
 
 
 def _now() -> float:

@@ -6,7 +6,8 @@ pending); events sent after it could be overtaken by the next transition's, sent
 another process (an `approval_resolved` before the `attention` it resolves). So each
 transition of a workstream holds that workstream's ordering lock from before its
 transaction until its events are out. What the transition sets going elsewhere (a
-sub-agent's end finishing its parent's call) runs once the lock is released.
+sub-agent's end finishing its parent's call) runs once the lock is released. The events and the
+lock's release go to Redis together, in one round trip (`EventLog.publish_many`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.lock import Lock
 
 from app import keys
-from app.events import Fence
+from app.events import Fence, NewEvent
 from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,13 +37,13 @@ class Outbox:
     """The events of one transition, sent once it has committed; then its `after` actions."""
 
     ws_id: str
-    events: list[tuple[str, str | None, Fence | None, dict[str, Any]]] = field(default_factory=list)
+    events: list[NewEvent] = field(default_factory=list)
     actions: list[Callable[[Runtime], object]] = field(default_factory=list)
 
     def add(
         self, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
     ) -> None:
-        self.events.append((type_, turn_id, fence, fields))
+        self.events.append(NewEvent(type_, turn_id, fence, fields))
 
     def after(self, action: Callable[[Runtime], object]) -> None:
         """Run `action(rt)` once the transition has committed, its events are out and the
@@ -61,13 +63,29 @@ def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
     box = Outbox(ws_id)
     try:
         yield box
-        for type_, turn_id, fence, fields in box.events:
-            rt.events.publish(ws_id, type_, turn_id=turn_id, fence=fence, **fields)
+        _publish(rt, box, lock if held else None)
     finally:
-        if held:
-            try:
-                lock.release()
-            except redis.exceptions.LockError:  # expired meanwhile: someone else may hold it now
-                log.warning("workstream %s: ordering lock expired before its events were out", ws_id)
+        if held and lock.local.token is not None:  # not sent with the events: they never went out
+            _release(lock, ws_id)
     for action in box.actions:
         action(rt)
+
+
+def _publish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:
+    """Send the box's events, and the release of `lock` after them, in one round trip."""
+    try:
+        rt.events.publish_many(box.ws_id, box.events, release=lock)
+    except redis.exceptions.LockNotOwnedError:
+        _warn_expired(box.ws_id)
+
+
+def _release(lock: Lock, ws_id: str) -> None:
+    try:
+        lock.release()
+    except redis.exceptions.LockError:
+        _warn_expired(ws_id)
+
+
+def _warn_expired(ws_id: str) -> None:
+    """The lock expired while held (someone else may hold it now): its events may be out of order."""
+    log.warning("workstream %s: ordering lock expired before its events were out", ws_id)

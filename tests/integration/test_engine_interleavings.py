@@ -123,15 +123,15 @@ def test_a_quick_approval_is_announced_after_the_request_it_answers(rt, model_se
     ws_id, turn_id = new_turn(rt, "run it")
     model_server.enqueue(Reply(tool_calls=[ToolCall("bash", "echo hi")]))
     visible = threading.Event()
-    publish = rt.events.publish
+    publish_many = rt.events.publish_many
 
-    def slow_announcement(ws, type_, **fields):  # type: ignore[no-untyped-def]
-        if type_ == EventType.APPROVE_REQUEST:
+    def slow_announcement(ws, events, **options):  # type: ignore[no-untyped-def]
+        if any(e.type == EventType.APPROVE_REQUEST for e in events):
             visible.set()  # the calls are committed: a client may decide now
             time.sleep(0.3)
-        return publish(ws, type_, **fields)
+        return publish_many(ws, events, **options)
 
-    monkeypatch.setattr(rt.events, "publish", slow_announcement)
+    monkeypatch.setattr(rt.events, "publish_many", slow_announcement)
     step = threading.Thread(target=model_step.run, args=(rt, turn_id, 0))
     step.start()
     assert visible.wait(10)

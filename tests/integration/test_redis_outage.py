@@ -15,6 +15,7 @@ import redis
 
 from app import keys
 from app.engine.cancellation import CancelCheck, raise_flag
+from app.engine.outbox import ordered
 from app.events import EventLog, Fence
 from app.settings import Settings
 from tests.fakes.model_server import Reply, ToolCall
@@ -74,6 +75,17 @@ def test_a_publish_gives_up_after_its_bound(proxy, direct):
     with pytest.raises(redis.ConnectionError):
         rt.events.publish("ws", "content")
     assert 0.3 < time.monotonic() - started < 15  # bounded, with room for a loaded machine
+
+
+def test_a_transitions_events_ride_out_a_short_outage_and_its_lock_is_let_go(proxy, direct, caplog):
+    rt = runtime(through(proxy, direct))
+    with caplog.at_level(logging.WARNING), ordered(rt, "ws") as box:
+        box.add("content", text="a")
+        box.add("content", text="b")
+        proxy.cut_for(OUTAGE_SECONDS)  # after the lock was taken, before the events go
+    assert [e["text"] for e in rt.events.replay("ws", 0)[0]] == ["a", "b"]
+    assert not direct.exists(keys.ws_order("ws"))
+    assert "Redis is back" in caplog.text and "expired" not in caplog.text
 
 
 def test_a_cancel_check_during_an_outage_says_not_cancelled_and_sees_a_cancel_after_it(proxy, direct, caplog):
