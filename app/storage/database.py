@@ -59,7 +59,13 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
-        self._reader_engine = self.engine.execution_options(**{READ_ONLY_OPTION: True})
+        reader_options: dict[str, Any] = {READ_ONLY_OPTION: True}
+        if self.engine.dialect.name == "postgresql":
+            # Each statement its own transaction: no BEGIN before a read nor ROLLBACK after it
+            # (two of a one-query read's three round trips). Under READ COMMITTED every
+            # statement took its own snapshot anyway, so a reader sees exactly what it saw.
+            reader_options["isolation_level"] = "AUTOCOMMIT"
+        self._reader_engine = self.engine.execution_options(**reader_options)
         path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
         # PostgreSQL queues its lock waiters itself; SQLite's writers need the gate to take turns.
         self._gate = WriteGate(path) if path and path != ":memory:" else None

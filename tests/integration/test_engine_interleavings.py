@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 import pytest
-from sqlalchemy import event, update
+from sqlalchemy import event, text, update
 from sqlmodel import col, select
 
 from app.engine import approvals, cancel, model_step, prompt, sweeper, tool_batch, turns, workstreams
@@ -331,3 +331,15 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
         stored = s.exec(select(Message).where(Message.ws_id == ws.id, Message.role == "tool")).one()
     assert stored.content.strip() == "one"
     assert load(rt, Turn, turn.id).phase == TurnPhase.MODEL and load(rt, Turn, turn.id).step == 1
+
+
+def test_a_reader_on_postgresql_holds_no_transaction_open_between_its_statements(rt):
+    if not rt.db.is_postgresql:
+        pytest.skip("a SQLite reader keeps one snapshot for its session, and there is no server")
+    with rt.db.reader() as s:
+        pid = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        with rt.db.engine.connect() as other:
+            state = other.execute(text("SELECT state FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid})
+            seen = state.scalar_one()
+    # Not "idle in transaction": no BEGIN went before the read, so no ROLLBACK need follow it.
+    assert seen == "idle"
