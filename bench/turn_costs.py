@@ -1,0 +1,140 @@
+"""What one turn costs the service, counted: tasks sent through Celery, write transactions, SQL
+statements, Redis round trips, and the engine's own time, for a plain turn and an auto-approved
+`echo hello` bash turn, on SQLite or PostgreSQL.
+
+Run: python -m bench.turn_costs [--turns 20] [--backend sqlite postgresql]
+The engine runs in this process, as one worker thread that consumes every queue would run it
+(no Celery hop, no HTTP, no websocket), so the counts are exact and the times are the engine's
+alone: `send` (what the web does for POST .../send), then the turn's phases until it ends.
+Times are medians over the turns after the first two (warm-up); counts are per turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+from sqlalchemy import event
+
+from app.engine import chain, turns, workstreams
+from app.runtime import Runtime
+from app.storage.models import Turn, TurnPhase, TurnStatus
+from app.taskqueue import MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
+from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
+from tests.integration.services import start_private_redis_if_absent
+
+PHASE_TASKS = {TurnPhase.MODEL: MODEL_STEP_TASK, TurnPhase.TOOLS: TOOL_BATCH_TASK}
+COUNTS = ("celery tasks sent", "write transactions", "SQL statements", "Redis round trips")
+
+
+class Tally:
+    """Counts what the runtime sends to its database, Redis and Celery while `counting`."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.counts: Counter[str] = Counter()
+        self.on = False
+        event.listen(rt.db.engine, "commit", lambda _conn: self._add("write transactions"))
+        event.listen(rt.db.engine, "before_cursor_execute", lambda *_a: self._add("SQL statements"))
+        send_task = rt.queue.celery.send_task
+
+        def counted_send_task(*args: Any, **kwargs: Any) -> Any:
+            self._add("celery tasks sent")
+            return send_task(*args, **kwargs)
+
+        rt.queue.celery.send_task = counted_send_task  # type: ignore[method-assign]
+        # A round trip is one write of packed commands: a command, or a whole pipeline.
+        send_packed = redis.Connection.send_packed_command
+
+        def counted_send_packed(conn: redis.Connection, *args: Any, **kwargs: Any) -> None:
+            self._add("Redis round trips")
+            send_packed(conn, *args, **kwargs)
+
+        redis.Connection.send_packed_command = counted_send_packed  # type: ignore[method-assign]
+
+    def _add(self, name: str) -> None:
+        if self.on:
+            self.counts[name] += 1
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        self.on = True
+        try:
+            yield
+        finally:
+            self.on = False
+
+
+def run_turn(rt: Runtime, ws_id: str) -> tuple[float, float]:
+    """Send a message and run the turn's phases here until it ends: the send's seconds, the
+    whole turn's."""
+    began = time.perf_counter()
+    turn_id = turns.send(rt, ws_id, "hi").id
+    sent = time.perf_counter()
+    while True:
+        with rt.db.reader() as s:
+            turn = s.get(Turn, turn_id)
+        assert turn is not None
+        if turn.status != TurnStatus.ACTIVE:
+            assert turn.status == TurnStatus.DONE, turn.error
+            return sent - began, time.perf_counter() - began
+        chain.run(rt, PHASE_TASKS[TurnPhase(turn.phase)], turn_id, turn.step)
+
+
+def measure(rt: Runtime, model: FakeModelServer, kind: str, n: int, tally: Tally) -> dict[str, float]:
+    ws_id = workstreams.create(rt, name=kind, auto_approve=True).id
+    sends, wholes = [], []
+    tally.counts.clear()
+    for i in range(n):
+        if kind == "bash":
+            model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]))
+        model.enqueue(Reply(text="done"))
+        warm = i >= 2
+        tally.on = warm
+        send, whole = run_turn(rt, ws_id)
+        tally.on = False
+        if warm:
+            sends.append(send)
+            wholes.append(whole)
+    figures = {name: tally.counts[name] / (n - 2) for name in COUNTS}
+    figures["send (ms)"] = statistics.median(sends) * 1000
+    figures["turn, send to end (ms)"] = statistics.median(wholes) * 1000
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--backend", nargs="+", default=["sqlite"], choices=["sqlite", "postgresql"])
+    args = parser.parse_args()
+    private = start_private_redis_if_absent()
+    from tests.integration.storage import runtime  # reads the Redis address set just above
+
+    try:
+        with FakeModelServer() as model:
+            for backend in args.backend:
+                with tempfile.TemporaryDirectory() as tmp:
+                    made = runtime(backend, Path(tmp), model, working_dir=tmp)
+                    rt = next(made)
+                    rt.queue.local_queues = frozenset(QUEUES)  # a worker consuming every queue
+                    tally = Tally(rt)
+                    rows = {kind: measure(rt, model, kind, args.turns, tally) for kind in ("plain", "bash")}
+                    made.close()
+                print(f"\nbackend: {backend}; {args.turns} turns of each kind, in-process; per turn")
+                print(f"{'':32}{'plain':>10}{'bash':>10}")
+                for name in rows["plain"]:
+                    print(f"  {name:30}{rows['plain'][name]:10.1f}{rows['bash'][name]:10.1f}")
+    finally:
+        if private is not None:
+            private.stop()
+
+
+if __name__ == "__main__":
+    main()
