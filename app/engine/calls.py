@@ -242,11 +242,12 @@ def close_open(s: Session, rows: list[ToolCall], by: str, failure: str | None = 
 # -- results for the model and for clients ---------------------------------------------
 
 
-def answer(s: Session, turn: Turn, step: int) -> None:
+def answer(s: Session, turn: Turn, step: int, rows: list[ToolCall] | None = None) -> None:
     """A tool message for every ended call of the batch that has none yet, in the model's
     order: a conversation whose assistant message asks for calls must answer each one,
-    or every later request for it is refused by the provider."""
-    rows = batch(s, turn.id, step)
+    or every later request for it is refused by the provider. `rows`: the batch, when the
+    caller's transaction has it already."""
+    rows = batch(s, turn.id, step) if rows is None else rows
     answered = set(
         s.exec(
             select(Message.tool_call_id).where(
@@ -330,7 +331,11 @@ def finish_waiting(
 
 
 def has_waiting(s: Session, turn_id: str, step: int) -> bool:
-    return any(r.status == CallStatus.WAITING for r in batch(s, turn_id, step))
+    return any_waiting(batch(s, turn_id, step))
+
+
+def any_waiting(rows: list[ToolCall]) -> bool:
+    return any(r.status == CallStatus.WAITING for r in rows)
 
 
 def resume(rt: Runtime, s: Session, turn_id: str) -> bool:

@@ -186,9 +186,11 @@ def _advance(
         if turn.cancel_requested:  # every call not yet ended ends now
             for row in calls.close_open(s, rows, by="cancel"):
                 calls.announce(rt, row, fence, out)
-        elif calls.has_waiting(s, turn.id, step):
+            calls.answer(s, turn, step)  # read again: a waiting call may have ended beside the cancel
+        elif calls.any_waiting(rows):
             return _park(rt, s, turn, ws_id, read_paths)
-        calls.answer(s, turn, step)
+        else:
+            calls.answer(s, turn, step, rows)  # none waiting: every call had ended when read
         if turn.feedback:
             s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.feedback))
             turn.feedback = None

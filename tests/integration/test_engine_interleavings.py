@@ -322,8 +322,15 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
     model_step.run(rt, turn.id, 0)
     commits: list[str] = []
     event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    batch_reads: list[str] = []
+    event.listen(
+        rt.db.engine,
+        "before_cursor_execute",
+        lambda _c, _cur, sql, *_a: batch_reads.append(sql) if "FROM tool_calls" in sql else None,
+    )
     tool_batch.run(rt, turn.id, 0)
     assert len(commits) == 3  # the claim, the call marked running, its result with the batch's end
+    assert len(batch_reads) == 2  # the batch read to run it, and once more to end it
     events, _ = rt.events.replay(ws.id, 0)
     said = [(e["type"], e.get("output", e.get("state"))) for e in events]
     assert said[-2:] == [("tool_result", "one"), ("state_change", "thinking")]
