@@ -14,8 +14,6 @@ from gunicorn import util
 from gunicorn.http import errors
 from gunicorn.workers.gthread import ThreadWorker
 
-from app.settings import REQUEST_READ_TIMEOUT_SECONDS
-
 MAX_ERROR_DETAIL_CHARS = 200
 
 # Parse errors that are not a plain 400; every other parse error is the client's and a 400
@@ -61,7 +59,16 @@ def json_error(status: int, reason: str, detail: str) -> bytes:
 class JsonThreadWorker(ThreadWorker):
     """gunicorn's gthread worker, answering its own errors in JSON and timing out body reads."""
 
-    read_timeout = REQUEST_READ_TIMEOUT_SECONDS
+    # Seconds; None for the settings' default, read in the worker after the fork: the master
+    # loads this class too, and nothing of ours beyond it (app/web/gunicorn_config.py).
+    read_timeout: float | None = None
+
+    def init_process(self) -> None:
+        if self.read_timeout is None:
+            from app.settings import REQUEST_READ_TIMEOUT_SECONDS
+
+            self.read_timeout = REQUEST_READ_TIMEOUT_SECONDS
+        super().init_process()
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         # A websocket lives on this socket for as long as it is open, quiet or not.
