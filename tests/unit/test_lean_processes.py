@@ -16,8 +16,10 @@ BIN = Path(sys.executable).parent
 
 # Loaded on first use only: flask (the web's), httpx and the rich console it brings (fetches,
 # searches, notifications), PyJWT (notifications), MCP's SDK (a configured MCP server), the
-# model SDKs (a model step), and Celery's whole command line (a REPL among it).
+# model SDKs (a model step), Celery's whole command line (a REPL among it), and Celery's worker
+# in what is no worker (its Django fix-up imports it wherever the configuration is read).
 LAZY = ("flask", "httpx", "rich", "jwt", "mcp", "openai", "anthropic", "click_repl", "prompt_toolkit")
+WORKER_ONLY = ("celery.worker",)
 
 BOOT = {
     # The worker as `python -m workers` starts it: its runtime (every tool's module), then what
@@ -83,6 +85,8 @@ def _has(loaded: list[str], name: str) -> bool:
 def test_a_process_starts_without_the_libraries_it_does_not_use(process: str, tmp_path: Path) -> None:
     loaded = _loaded(BOOT[process], tmp_path)
     expected_absent = [m for m in LAZY if not (process == "web" and m == "flask")]
+    if process != "worker":
+        expected_absent += WORKER_ONLY
     if process == "master":
         expected_absent += MASTER_ABSENT
     assert [m for m in expected_absent if _has(loaded, m)] == []
