@@ -16,9 +16,22 @@ BIN = Path(sys.executable).parent
 
 # Loaded on first use only: flask (the web's), httpx and the rich console it brings (fetches,
 # searches, notifications), PyJWT (notifications), MCP's SDK (a configured MCP server), the
-# model SDKs (a model step), Celery's whole command line (a REPL among it), and Celery's worker
-# in what is no worker (its Django fix-up imports it wherever the configuration is read).
-LAZY = ("flask", "httpx", "rich", "jwt", "mcp", "openai", "anthropic", "click_repl", "prompt_toolkit")
+# model SDKs (a model step), Celery's whole command line (a REPL among it), the HTML parser (a
+# page fetched), argon2 (a password checked or set), and Celery's worker in what is no worker
+# (its Django fix-up imports it wherever the configuration is read).
+LAZY = (
+    "flask",
+    "httpx",
+    "rich",
+    "jwt",
+    "mcp",
+    "openai",
+    "anthropic",
+    "click_repl",
+    "prompt_toolkit",
+    "selectolax",
+    "argon2",
+)
 WORKER_ONLY = ("celery.worker",)
 
 BOOT = {
