@@ -59,16 +59,13 @@ def json_error(status: int, reason: str, detail: str) -> bytes:
 class JsonThreadWorker(ThreadWorker):
     """gunicorn's gthread worker, answering its own errors in JSON and timing out body reads."""
 
-    # Seconds; None for the settings' default, read in the worker after the fork: the master
-    # loads this class too, and nothing of ours beyond it (app/web/gunicorn_config.py).
-    read_timeout: float | None = None
+    @property
+    def read_timeout(self) -> float:
+        """Seconds; a subclass may set its own. Read from the settings when asked, in the worker:
+        the master loads this class too and has no other use for the settings module."""
+        from app.settings import REQUEST_READ_TIMEOUT_SECONDS
 
-    def init_process(self) -> None:
-        if self.read_timeout is None:
-            from app.settings import REQUEST_READ_TIMEOUT_SECONDS
-
-            self.read_timeout = REQUEST_READ_TIMEOUT_SECONDS
-        super().init_process()
+        return REQUEST_READ_TIMEOUT_SECONDS
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         # A websocket lives on this socket for as long as it is open, quiet or not.
