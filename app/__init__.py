@@ -5,21 +5,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
-
 if TYPE_CHECKING:
     from flask import Flask
+
+    from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
     """The web application; configures nothing at import time."""
-    # Flask is imported here, not at the top: the worker and beat import this package too
-    # (app.settings, app.runtime, ...) and have no use for a web framework's memory.
+    # Flask and the settings are imported here, not at the top: the worker and beat import this
+    # package too (app.settings, app.runtime, ...) and have no use for a web framework's memory,
+    # and the gunicorn master imports it only to load our worker class (app/web/gunicorn_worker.py).
     from flask import Flask
 
     from app.runtime import Runtime
+    from app.settings import Settings
     from app.web import access, websocket
     from app.web.accounts import accounts
     from app.web.api import api

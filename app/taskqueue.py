@@ -36,7 +36,9 @@ VISIBILITY_TIMEOUT_SECONDS = 2 * 3600
 
 
 def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
-    celery = Celery(name, broker=settings.redis_url, set_as_current=False)
+    # No fix-ups: Celery's only built-in one is Django's, which imports the whole worker
+    # (celery.worker) into every process that touches the configuration, beat and web included.
+    celery = Celery(name, broker=settings.redis_url, set_as_current=False, fixups=[])
     celery.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -1,5 +1,8 @@
 """The multiprocess folder (PROMETHEUS_MULTIPROC_DIR): where every process of a host writes its
-counts, made fresh for a run and kept clear of dead processes' live gauges."""
+counts, made fresh for a run and kept clear of dead processes' live gauges.
+
+prometheus_client is imported where it is used, not here: the gunicorn master runs the clean-ups
+below as hooks and has no other use for it (about 4 MB in a process that only forks workers)."""
 
 from __future__ import annotations
 
@@ -7,8 +10,6 @@ import os
 import shutil
 import socket
 from pathlib import Path
-
-from prometheus_client import multiprocess, values
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -28,6 +29,8 @@ def process_id(pid: int | None = None) -> str:
 def install() -> None:
     """Before any metric is made: name this process's files by `process_id`."""
     if multiproc_dir() is not None:
+        from prometheus_client import values
+
         values.ValueClass = values.MultiProcessValue(process_id)
 
 
@@ -40,6 +43,8 @@ def make_fresh(folder: Path) -> None:
 def forget_process(pid: int) -> None:
     """A dead process's live gauges (its open websockets) stop counting; its counters stay."""
     if multiproc_dir() is not None:
+        from prometheus_client import multiprocess
+
         multiprocess.mark_process_dead(process_id(pid))
 
 
@@ -53,6 +58,8 @@ def forget_dead_processes() -> None:
     for path in where.glob(f"gauge_live*_{mine}*.db"):
         pid = path.stem.rsplit("-", 1)[1]
         if pid.isdigit() and not _is_alive(int(pid)):
+            from prometheus_client import multiprocess  # only when there is something to forget
+
             multiprocess.mark_process_dead(process_id(int(pid)), str(where))
 
 

@@ -14,8 +14,6 @@ from gunicorn import util
 from gunicorn.http import errors
 from gunicorn.workers.gthread import ThreadWorker
 
-from app.settings import REQUEST_READ_TIMEOUT_SECONDS
-
 MAX_ERROR_DETAIL_CHARS = 200
 
 # Parse errors that are not a plain 400; every other parse error is the client's and a 400
@@ -61,7 +59,13 @@ def json_error(status: int, reason: str, detail: str) -> bytes:
 class JsonThreadWorker(ThreadWorker):
     """gunicorn's gthread worker, answering its own errors in JSON and timing out body reads."""
 
-    read_timeout = REQUEST_READ_TIMEOUT_SECONDS
+    @property
+    def read_timeout(self) -> float:
+        """Seconds; a subclass may set its own. Read from the settings when asked, in the worker:
+        the master loads this class too and has no other use for the settings module."""
+        from app.settings import REQUEST_READ_TIMEOUT_SECONDS
+
+        return REQUEST_READ_TIMEOUT_SECONDS
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         # A websocket lives on this socket for as long as it is open, quiet or not.

@@ -16,8 +16,23 @@ BIN = Path(sys.executable).parent
 
 # Loaded on first use only: flask (the web's), httpx and the rich console it brings (fetches,
 # searches, notifications), PyJWT (notifications), MCP's SDK (a configured MCP server), the
-# model SDKs (a model step), and Celery's whole command line (a REPL among it).
-LAZY = ("flask", "httpx", "rich", "jwt", "mcp", "openai", "anthropic", "click_repl", "prompt_toolkit")
+# model SDKs (a model step), Celery's whole command line (a REPL among it), the HTML parser (a
+# page fetched), argon2 (a password checked or set), and Celery's worker in what is no worker
+# (its Django fix-up imports it wherever the configuration is read).
+LAZY = (
+    "flask",
+    "httpx",
+    "rich",
+    "jwt",
+    "mcp",
+    "openai",
+    "anthropic",
+    "click_repl",
+    "prompt_toolkit",
+    "selectolax",
+    "argon2",
+)
+WORKER_ONLY = ("celery.worker",)
 
 BOOT = {
     # The worker as `python -m workers` starts it: its runtime (every tool's module), then what
@@ -33,10 +48,27 @@ time.sleep(0.5)
     "beat": "import beat.__main__",
     # The web process after create_app (flask is its own, so not asked about here).
     "web": "import app; app.create_app()",
+    # gunicorn's master as the Procfile starts it: its command line and our config module read,
+    # our worker class loaded (the master does, to check it), the start hook run. It forks the
+    # workers and restarts them; nothing of the service, its settings or its metrics is its use.
+    "master": """
+import sys
+from gunicorn.app.wsgiapp import WSGIApplication
+sys.argv = ["gunicorn", "--config", "python:app.web.gunicorn_config",
+            "--worker-class", "app.web.gunicorn_worker.JsonThreadWorker", "app:create_app()"]
+application = WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]")
+application.cfg.worker_class
+application.cfg.on_starting(None)
+""",
 }
+# Beyond LAZY, what the master must start without: the service's settings and its metrics
+# library (which it needs only to forget a dead worker's gauges, when a worker has died).
+MASTER_ABSENT = ("prometheus_client", "app.settings", "app.runtime", "sqlalchemy", "redis", "celery")
 
 
 def _loaded(code: str, tmp_path: Path) -> list[str]:
+    metrics = tmp_path / "metrics"  # as the Procfile's processes run under compose or `run`
+    metrics.mkdir()
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'lean.db'}",
@@ -44,11 +76,12 @@ def _loaded(code: str, tmp_path: Path) -> list[str]:
         "TURNSTONE_MODEL": "openai:fake-model",
         "OPENAI_API_KEY": "sk-unused",
         "TURNSTONE_API_TOKEN": "unused-token",
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics),
     }
     subprocess.run(
         [str(BIN / "turnstone-jobs"), "migrate"], env=env, cwd=ROOT, check=True, capture_output=True
     )
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))\n"
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
     )
@@ -56,11 +89,20 @@ def _loaded(code: str, tmp_path: Path) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _has(loaded: list[str], name: str) -> bool:
+    """Whether module `name`, or any module inside it, is loaded."""
+    return any(m == name or m.startswith(name + ".") for m in loaded)
+
+
 @pytest.mark.parametrize("process", sorted(BOOT))
 def test_a_process_starts_without_the_libraries_it_does_not_use(process: str, tmp_path: Path) -> None:
-    loaded = set(_loaded(BOOT[process], tmp_path))
+    loaded = _loaded(BOOT[process], tmp_path)
     expected_absent = [m for m in LAZY if not (process == "web" and m == "flask")]
-    assert [m for m in expected_absent if m in loaded] == []
+    if process != "worker":
+        expected_absent += WORKER_ONLY
+    if process == "master":
+        expected_absent += MASTER_ABSENT
+    assert [m for m in expected_absent if _has(loaded, m)] == []
 
 
 def test_the_lean_entry_points_take_celerys_own_options() -> None:

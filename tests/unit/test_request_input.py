@@ -8,8 +8,9 @@ import pytest
 from gunicorn.http import errors
 
 from app.errors import BadRequestError
+from app.settings import REQUEST_READ_TIMEOUT_SECONDS
 from app.web.commands import checked_idempotency_key
-from app.web.gunicorn_worker import error_status, json_error
+from app.web.gunicorn_worker import JsonThreadWorker, error_status, json_error
 from app.web.requests import field, parse_object
 
 
@@ -84,3 +85,14 @@ def test_gunicorns_own_errors_are_answered_in_json():
     assert b"Content-Type: application/json" in head and b"Connection: close" in head
     assert f"Content-Length: {len(body)}".encode() in head
     assert json.loads(body) == {"error": "uri too long: Request Line is too large (20000 > 4094)"}
+
+
+def test_a_body_read_times_out_after_the_settings_default_or_the_worker_classs_own():
+    """The worker class reads the default when asked (the master loads the class and not the
+    settings); a subclass's own value, as the tests' short-read worker sets, still wins."""
+
+    class Impatient(JsonThreadWorker):
+        read_timeout = 1.0
+
+    assert object.__new__(JsonThreadWorker).read_timeout == REQUEST_READ_TIMEOUT_SECONDS
+    assert object.__new__(Impatient).read_timeout == 1.0

@@ -7,11 +7,15 @@ become line breaks; PDFs and other binaries are refused with a hint.
 from __future__ import annotations
 
 import re
-
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from typing import TYPE_CHECKING
 
 from app.tools.fetch.errors import FetchError
 from app.tools.fetch.fetcher import Page
+
+if TYPE_CHECKING:
+    # The parser is imported when a page is read, not with the tool: every process that builds
+    # the tool registry (web and worker) would otherwise hold it, about 1.7 MB, fetching or not.
+    from selectolax.lexbor import LexborNode
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_APPLICATION_TYPES = frozenset(
@@ -99,6 +103,8 @@ def _decode(body: bytes, charset: str | None) -> str:
 
 def html_to_text(html: str) -> str:
     """The text a reader sees: the title first, then the body, one line per block."""
+    from selectolax.lexbor import LexborHTMLParser
+
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = _SPACES.sub(" ", title_node.text()).strip() if title_node is not None else ""
@@ -109,6 +115,8 @@ def html_to_text(html: str) -> str:
 
 def _walk(root: LexborNode) -> str:
     """Depth-first without recursion (a page may nest thousands deep)."""
+    from selectolax.lexbor import LexborNode
+
     out: list[str] = []
     pre = 0
     stack: list[object] = list(reversed(list(root.iter(include_text=True))))
