@@ -221,7 +221,7 @@ class EventLog:
         token = uuid.uuid4().hex
         marker_ttl = int(self.retry_seconds) + PUBLISHED_GRACE_SECONDS
         return retrying(
-            lambda: self._run(ws_id, type_, turn_id, fence, fields, token, marker_ttl),
+            lambda: self._run(ws_id, NewEvent(type_, turn_id, fence, fields), token, marker_ttl),
             self.retry_seconds,
             f"publishing {type_} for {ws_id}",
         )
@@ -238,7 +238,7 @@ class EventLog:
         """`publish` for what only a live viewer needs (output chunks, deltas): one try, never raises;
         None when it was not published. The stored result is what counts."""
         try:
-            return self._run(ws_id, type_, turn_id, fence, fields, "-", 0)
+            return self._run(ws_id, NewEvent(type_, turn_id, fence, fields), "-", 0)
         except (redis.RedisError, TypeError, ValueError) as exc:
             # Never the body: tool output may hold anything.
             log.warning("event %s for %s not published live (%s)", type_, ws_id, type(exc).__name__)
@@ -254,10 +254,7 @@ class EventLog:
         Rides out an outage as `publish` does: each event has its own token, so a retry never
         publishes one twice. Should the outage outlast the retries, the lock is left to expire."""
         marker_ttl = int(self.retry_seconds) + PUBLISHED_GRACE_SECONDS
-        calls = [
-            self._publish_call(ws_id, e.type, e.turn_id, e.fence, e.fields, uuid.uuid4().hex, marker_ttl)
-            for e in events
-        ]
+        calls = [self._publish_call(ws_id, event, uuid.uuid4().hex, marker_ttl) for event in events]
         if release is not None:
             calls.append(self._release_call(release))
         tries = 0
@@ -308,32 +305,15 @@ class EventLog:
                 pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
             return pipe.execute(raise_on_error=False)
 
-    def _run(
-        self,
-        ws_id: str,
-        type_: str,
-        turn_id: str | None,
-        fence: Fence | None,
-        fields: dict[str, Any],
-        token: str,
-        marker_ttl: int,
-    ) -> int | None:
-        call = self._publish_call(ws_id, type_, turn_id, fence, fields, token, marker_ttl)
+    def _run(self, ws_id: str, event: NewEvent, token: str, marker_ttl: int) -> int | None:
+        call = self._publish_call(ws_id, event, token, marker_ttl)
         result = call.script(keys=call.keys, args=call.args)
         return None if int(result) < 0 else int(result)
 
-    def _publish_call(
-        self,
-        ws_id: str,
-        type_: str,
-        turn_id: str | None,
-        fence: Fence | None,
-        fields: dict[str, Any],
-        token: str,
-        marker_ttl: int,
-    ) -> ScriptCall:
-        body = {"ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": round(time.time(), 3)}
-        body.update(fields)
+    def _publish_call(self, ws_id: str, event: NewEvent, token: str, marker_ttl: int) -> ScriptCall:
+        body = {"ws_id": ws_id, "turn_id": event.turn_id, "type": event.type, "ts": round(time.time(), 3)}
+        body.update(event.fields)
+        fence = event.fence
         fence_key = keys.turn_fence(fence.turn_id) if fence else keys.turn_fence("-")
         return ScriptCall(
             self._publish,
