@@ -77,7 +77,7 @@ def test_a_worker_shutting_down_sends_the_next_step_instead_of_running_it(
     # A deploy stops the worker mid-command: it finishes the batch, and leaves the rest of
     # the turn to the queue rather than holding its shutdown for it.
     services.stop_gracefully("worker")
-    assert sock.of_type("tool_result")[-1]["output"].strip() == "started\nslept"
+    assert sock.wait_type("tool_result")["output"].strip() == "started\nslept"
     services.start_worker()
     sock.wait_turn_end(turn_id)
     assert api.history(ws_id)[-1]["content"] == "it slept"
