@@ -127,7 +127,9 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_it(cluster, model, 
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
     assert history[-1]["content"] == "checked what happened"
     assert survivor in cluster.services.processes
-    assert _received_model_step(cluster, survivor, since)  # the survivor took the turn's last step
+    # The sweeper re-sent the dead worker's batch; the survivor took it and ran the turn's
+    # last step after it, in the same task (app/engine/chain.py).
+    assert _received(cluster, survivor, since, "turnstone.tool_batch")
 
 
 def test_a_worker_killed_mid_stream_leaves_the_other_to_answer(cluster, model, tmp_path: Path):
@@ -141,7 +143,7 @@ def test_a_worker_killed_mid_stream_leaves_the_other_to_answer(cluster, model, t
         turn_id = on_a.send(ws_id, "tell me")
         sock.wait_type("content")
         # The worker streaming it is killed: the other must take the step over.
-        (victim,) = [k for k in WORKERS if _received_model_step(cluster, k, sizes[k])]
+        (victim,) = [k for k in WORKERS if _received(cluster, k, sizes[k], "turnstone.model_step")]
         cluster.services.kill(victim)
         sock.wait_turn_end(turn_id, timeout=90)
         restart = sock.wait_type("stream_end", discard=True)
@@ -159,8 +161,8 @@ def _log(cluster: Cluster, key: str) -> Path:
     return cluster.services.tmp / f"{key}.log"
 
 
-def _received_model_step(cluster: Cluster, key: str, since: int) -> bool:
-    """Whether the worker's log, past byte `since`, says it took a model step."""
+def _received(cluster: Cluster, key: str, since: int, task: str) -> bool:
+    """Whether the worker's log, past byte `since`, says it took a `task` off its queue."""
     with _log(cluster, key).open("rb") as f:
         f.seek(since)
-        return b"Task turnstone.model_step[" in f.read()
+        return f"Task {task}[".encode() in f.read()
