@@ -9,6 +9,7 @@ real database (a SQLite file, or a PostgreSQL database made for the run and drop
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -259,6 +260,17 @@ class Services:
         proc = self.processes.pop(name)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+    def log_size(self, name: str) -> int:
+        """Bytes the process known as `name` has logged so far: a `since` for `tasks_received`."""
+        return (self.tmp / f"{name}.log").stat().st_size
+
+    def tasks_received(self, worker: str, task: str, since: int = 0) -> int:
+        """How many `task` messages the worker known as `worker` has taken off its queues, by
+        what its log says past byte `since`."""
+        with (self.tmp / f"{worker}.log").open("rb") as f:
+            f.seek(since)
+            return len(re.findall(rb"Task " + re.escape(task.encode()) + rb"\[[^\]]+\] received", f.read()))
 
     def stop_gracefully(self, name: str, timeout: float = 30) -> None:
         """SIGTERM, as a deploy stops a process: a Celery worker finishes its running tasks first."""

@@ -3,17 +3,8 @@
 
 from __future__ import annotations
 
-import re
-
 from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
 from tests.fakes.model_server import Reply, ToolCall
-from tests.integration.services import Services
-
-
-def received(services: Services, worker: str, task: str) -> int:
-    """How many `task` messages the worker known as `worker` has taken off its queues."""
-    log = (services.tmp / f"{worker}.log").read_text(errors="replace")
-    return len(re.findall(rf"Task {re.escape(task)}\[[^\]]+\] received", log))
 
 
 def bash_turn(model, command: str, answer: str) -> None:  # type: ignore[no-untyped-def]
@@ -27,8 +18,8 @@ def test_an_auto_approved_bash_turn_runs_whole_in_the_task_that_began_it(
     ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
     sock = open_socket(ws_id)
     steps, batches = (
-        received(services, "worker", MODEL_STEP_TASK),
-        received(services, "worker", TOOL_BATCH_TASK),
+        services.tasks_received("worker", MODEL_STEP_TASK),
+        services.tasks_received("worker", TOOL_BATCH_TASK),
     )
     bash_turn(model, "echo hello", "it said hello")
     turn_id = api.send(ws_id, "say hello")
@@ -36,8 +27,8 @@ def test_an_auto_approved_bash_turn_runs_whole_in_the_task_that_began_it(
     assert sock.of_type("tool_result")[-1]["output"].strip() == "hello"
     assert api.history(ws_id)[-1]["content"] == "it said hello"
     # One task off the queue for the whole turn: its batch and second step were not sent.
-    assert received(services, "worker", MODEL_STEP_TASK) - steps == 1
-    assert received(services, "worker", TOOL_BATCH_TASK) - batches == 0
+    assert services.tasks_received("worker", MODEL_STEP_TASK) - steps == 1
+    assert services.tasks_received("worker", TOOL_BATCH_TASK) - batches == 0
 
 
 def test_workers_split_by_queue_send_each_other_the_phases_they_do_not_take(
@@ -49,17 +40,17 @@ def test_workers_split_by_queue_send_each_other_the_phases_they_do_not_take(
     try:
         ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
         sock = open_socket(ws_id)
-        steps = received(services, "models", MODEL_STEP_TASK)
-        batches = received(services, "tools", TOOL_BATCH_TASK)
+        steps = services.tasks_received("models", MODEL_STEP_TASK)
+        batches = services.tasks_received("tools", TOOL_BATCH_TASK)
         bash_turn(model, "echo split", "it said split")
         turn_id = api.send(ws_id, "say split")
         sock.wait_turn_end(turn_id)
         assert sock.of_type("tool_result")[-1]["output"].strip() == "split"
         assert api.history(ws_id)[-1]["content"] == "it said split"
-        assert received(services, "models", MODEL_STEP_TASK) - steps == 2  # the first and the last
-        assert received(services, "tools", TOOL_BATCH_TASK) - batches == 1
-        assert received(services, "tools", MODEL_STEP_TASK) == 0
-        assert received(services, "models", TOOL_BATCH_TASK) == 0
+        assert services.tasks_received("models", MODEL_STEP_TASK) - steps == 2  # the first and the last
+        assert services.tasks_received("tools", TOOL_BATCH_TASK) - batches == 1
+        assert services.tasks_received("tools", MODEL_STEP_TASK) == 0
+        assert services.tasks_received("models", TOOL_BATCH_TASK) == 0
     finally:
         services.kill("models")
         services.kill("tools")
@@ -73,7 +64,7 @@ def test_a_worker_shutting_down_sends_the_next_step_instead_of_running_it(
     bash_turn(model, "echo started; sleep 2; echo slept", "it slept")
     turn_id = api.send(ws_id, "sleep a little")
     sock.wait_type("tool_output_chunk")
-    steps = received(services, "worker", MODEL_STEP_TASK)
+    steps = services.tasks_received("worker", MODEL_STEP_TASK)
     # A deploy stops the worker mid-command: it finishes the batch, and leaves the rest of
     # the turn to the queue rather than holding its shutdown for it.
     services.stop_gracefully("worker")
@@ -81,4 +72,4 @@ def test_a_worker_shutting_down_sends_the_next_step_instead_of_running_it(
     services.start_worker()
     sock.wait_turn_end(turn_id)
     assert api.history(ws_id)[-1]["content"] == "it slept"
-    assert received(services, "worker", MODEL_STEP_TASK) - steps == 1  # the new worker took it
+    assert services.tasks_received("worker", MODEL_STEP_TASK) - steps == 1  # the new worker took it

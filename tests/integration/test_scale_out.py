@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 
 from app.storage.database import make_engine
 from app.storage.models import ToolCall as StoredCall
+from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.client import Api, EventSocket
 from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, free_port, postgres_available
@@ -112,7 +113,7 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_it(cluster, model, 
         chunk = sock.wait_type("tool_output_chunk")
         victim = cluster.runner_key(chunk["call_id"])
         survivor = next(k for k in WORKERS if k != victim)
-        since = _log(cluster, survivor).stat().st_size
+        since = cluster.services.log_size(survivor)
         cluster.services.kill(victim)  # SIGKILL; no worker is started in its place
 
         end = sock.wait_turn_end(turn_id, timeout=90)
@@ -129,7 +130,7 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_it(cluster, model, 
     assert survivor in cluster.services.processes
     # The sweeper re-sent the dead worker's batch; the survivor took it and ran the turn's
     # last step after it, in the same task (app/engine/chain.py).
-    assert _received(cluster, survivor, since, "turnstone.tool_batch")
+    assert cluster.services.tasks_received(survivor, TOOL_BATCH_TASK, since)
 
 
 def test_a_worker_killed_mid_stream_leaves_the_other_to_answer(cluster, model, tmp_path: Path):
@@ -139,11 +140,12 @@ def test_a_worker_killed_mid_stream_leaves_the_other_to_answer(cluster, model, t
     try:
         model.enqueue(Reply(chunks=[f"slow{i} " for i in range(60)], chunk_delay=0.1))
         model.enqueue(Reply(chunks=["the ", "whole ", "answer"]))
-        sizes = {k: _log(cluster, k).stat().st_size for k in WORKERS}
+        sizes = {k: cluster.services.log_size(k) for k in WORKERS}
         turn_id = on_a.send(ws_id, "tell me")
         sock.wait_type("content")
         # The worker streaming it is killed: the other must take the step over.
-        (victim,) = [k for k in WORKERS if _received(cluster, k, sizes[k], "turnstone.model_step")]
+        took_step = [k for k in WORKERS if cluster.services.tasks_received(k, MODEL_STEP_TASK, sizes[k])]
+        (victim,) = took_step
         cluster.services.kill(victim)
         sock.wait_turn_end(turn_id, timeout=90)
         restart = sock.wait_type("stream_end", discard=True)
@@ -155,14 +157,3 @@ def test_a_worker_killed_mid_stream_leaves_the_other_to_answer(cluster, model, t
         ("user", "tell me"),
         ("assistant", "the whole answer"),
     ]
-
-
-def _log(cluster: Cluster, key: str) -> Path:
-    return cluster.services.tmp / f"{key}.log"
-
-
-def _received(cluster: Cluster, key: str, since: int, task: str) -> bool:
-    """Whether the worker's log, past byte `since`, says it took a `task` off its queue."""
-    with _log(cluster, key).open("rb") as f:
-        f.seek(since)
-        return f"Task {task}[".encode() in f.read()
