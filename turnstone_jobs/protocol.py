@@ -138,6 +138,8 @@ class TurnTracker:
             self.error = str(data.get("message") or "the turn failed")
         elif event.type == "cancelled":
             self.cancelled = True
+            if data.get("queued"):  # withdrawn before it started: no state_change of its own follows
+                self.state = "cancelled"
         elif event.type == "state_change" and data.get("state") in END_STATES:
             self.state = str(data["state"])
         elif event.type == "approve_request":

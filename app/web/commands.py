@@ -56,6 +56,8 @@ def approve(
 
 
 def cancel_turn(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:
-    turn_id = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str, max_chars=MAX_NAME_CHARS))
-    fanin.stop_children(rt, turn_id, by=by)  # now, not when the turn's running batch ends
-    return 202, {"turn_id": turn_id, "cancel_requested": True}
+    done = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str, max_chars=MAX_NAME_CHARS))
+    if done.ended:  # a queued turn, withdrawn: it never started, so it has no children
+        return 200, {"turn_id": done.turn_id, "cancel_requested": True, "status": "cancelled"}
+    fanin.stop_children(rt, done.turn_id, by=by)  # now, not when the turn's running batch ends
+    return 202, {"turn_id": done.turn_id, "cancel_requested": True, "status": "active"}

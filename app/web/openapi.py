@@ -68,6 +68,15 @@ def _op(
     return op
 
 
+_CANCELLED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "turn_id": {"type": "string"},
+        "cancel_requested": {"type": "boolean"},
+        "status": {"enum": ["active", "cancelled"], "description": "cancelled: it has ended already"},
+    },
+}
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -388,14 +397,14 @@ OPENAPI: dict[str, Any] = {
         },
         "/v1/api/workstreams/{ws_id}/cancel": {
             "post": _op(
-                "Cancel the running turn",
+                "Cancel the running turn (202: it stops on its own), or the queued one turn_id names",
                 "202",
-                {
-                    "type": "object",
-                    "properties": {"turn_id": {"type": "string"}, "cancel_requested": {"type": "boolean"}},
-                },
+                _CANCELLED,
                 "Cancel",
-                {"409": _json(_ref("Error"), "No turn is running, or not the one named")},
+                {
+                    "200": _json(_CANCELLED, "The queued turn turn_id named is withdrawn: it never starts"),
+                    "409": _json(_ref("Error"), "No turn runs, or the one named is not running nor queued"),
+                },
                 body_required=False,
             ),
         },

@@ -147,8 +147,18 @@ def test_cancel_and_a_message_queued_while_busy(open_page, api, model, workdir):
     send(page, "long job")
     expect(page.locator(".card-output")).to_contain_text("started")
     expect(page.locator("#send")).to_have_text("Queue")
+    send(page, "never mind this")
     send(page, "after that")
-    expect(page.locator(".msg-user.is-queued")).to_contain_text("after that")
+    expect(page.locator(".msg-user.is-queued")).to_have_count(2)
+    # A queued message is cancelled on its own, before it runs; the running turn goes on.
+    page.locator(".msg-user.is-queued", has_text="never mind this").get_by_role(
+        "button", name="Cancel"
+    ).click()
+    withdrawn = page.locator(".msg-user.is-withdrawn")
+    expect(withdrawn).to_contain_text("never mind this")
+    expect(withdrawn.locator(".queued-tag")).to_have_text("cancelled before it ran")
+    expect(page.locator(".msg-user.is-queued")).to_have_count(1)
+    expect(page.locator("#ws-state")).to_have_text("running")
     page.locator("#cancel-turn").click()
     expect(page.locator(".note-warn")).to_contain_text("cancelled")
     expect(page.locator(".card").first).to_have_attribute("data-status", "error")
@@ -156,6 +166,7 @@ def test_cancel_and_a_message_queued_while_busy(open_page, api, model, workdir):
     expect(answer(page).last).to_have_text("the queued one ran")
     expect(page.locator("#ws-state")).to_have_text("idle")
     expect(page.locator("#cancel-turn")).to_be_hidden()
+    assert all("never mind" not in str(r.body["messages"]) for r in model.history)
 
 
 def test_phone_width_drawer_and_other_workstreams_states(open_page, api, model, workdir, screenshot):

@@ -92,6 +92,31 @@ def test_a_cancel_after_the_stream_ends_and_before_the_reply_is_stored_ends_the_
     assert answer is not None and answer.tool_calls is None  # no call left without its result
 
 
+def test_a_queued_turn_that_starts_while_it_is_withdrawn_is_cancelled_as_the_running_one(
+    rt, model_server, monkeypatch
+):
+    ws_id, first = new_turn(rt, "first")
+    queued = turns.send(rt, ws_id, "second")
+    withdraw = cancel._withdraw
+
+    def first_ends_now(*args, **kwargs):  # type: ignore[no-untyped-def]
+        # Between the cancel's read (queued) and its withdrawal, the first turn ends and the
+        # queued one starts: the withdrawal finds nothing queued.
+        model_server.enqueue(Reply(text="done"))
+        model_step.run(rt, first, 0)
+        assert load(rt, Turn, queued.id).status == TurnStatus.ACTIVE
+        return withdraw(*args, **kwargs)
+
+    monkeypatch.setattr(cancel, "_withdraw", first_ends_now)
+    done = cancel.cancel(rt, ws_id, turn_id=queued.id)
+    assert done == cancel.Cancelled(queued.id, ended=False)  # asked to stop, as a running turn is
+    assert load(rt, Turn, queued.id).cancel_requested is True
+    model_step.run(rt, queued.id, 0)  # its step sees the request and ends it before asking the model
+    assert load(rt, Turn, queued.id).status == TurnStatus.CANCELLED
+    assert ("cancelled", None) in event_types(rt, ws_id)
+    assert len(model_server.history) == 1
+
+
 def test_a_racing_activator_cannot_restart_a_finished_turn(rt):
     if not rt.db.is_postgresql:
         pytest.skip("SQLite runs each activation as one write-locked transaction: no race")

@@ -233,6 +233,48 @@ def test_messages_sent_during_a_turn_queue_behind_it(api, model, open_socket, wo
     assert ends == [first, second]
 
 
+def test_a_queued_message_is_withdrawn_by_its_turn_id_and_never_runs(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    other = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(chunks=["first "] * 10, chunk_delay=0.1), match="one")
+    model.enqueue(Reply(text="third answer"), match="three")
+    first = api.send(ws_id, "one")
+    key = {"Idempotency-Key": "two-" + ws_id}
+    second = api.http.post(f"/v1/api/workstreams/{ws_id}/send", json={"message": "two"}, headers=key).json()[
+        "turn_id"
+    ]
+    third = api.send(ws_id, "three")
+    assert api.workstream(ws_id)["queued_messages"] == 2
+    # Named from another workstream, it is not that one's to cancel: refused, still queued.
+    elsewhere = api.http.post(f"/v1/api/workstreams/{other}/cancel", json={"turn_id": second})
+    assert elsewhere.status_code == 409 and api.workstream(ws_id)["queued_messages"] == 2
+    r = api.http.post(f"/v1/api/workstreams/{ws_id}/cancel", json={"turn_id": second})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"turn_id": second, "cancel_requested": True, "status": "cancelled"}
+    withdrawn = sock.wait_type("cancelled", turn_id=second)
+    assert withdrawn["queued"] is True
+    assert api.workstream(ws_id)["queued_messages"] == 1
+    again = api.http.post(f"/v1/api/workstreams/{ws_id}/cancel", json={"turn_id": second})
+    assert again.status_code == 409 and again.json()["active_turn_id"] == first
+    sock.wait_turn_end(third)
+    # The running turn was left alone, the withdrawn one never reached the model nor the history.
+    ends = [(e["turn_id"], e["state"]) for e in sock.of_type("state_change") if e["state"] == "idle"]
+    assert ends == [(first, "idle"), (third, "idle")]
+    assert [e["turn_id"] for e in sock.of_type("cancelled")] == [second]
+    assert [(m["role"], m["content"]) for m in api.history(ws_id)] == [
+        ("user", "one"),
+        ("assistant", "first " * 10),
+        ("user", "three"),
+        ("assistant", "third answer"),
+    ]
+    assert all("two" not in str(request.body["messages"]) for request in model.history)
+    # The withdrawn send retried with its key (a lost response) answers it as cancelled, runs nothing.
+    retried = api.http.post(f"/v1/api/workstreams/{ws_id}/send", json={"message": "two"}, headers=key)
+    assert retried.json() == {"turn_id": second, "status": "cancelled"}
+    assert api.workstream(ws_id)["queued_messages"] == 0 and api.workstream(ws_id)["state"] == "idle"
+
+
 def test_a_message_while_parked_queues_and_never_denies(api, model, open_socket, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir))
     sock = open_socket(ws_id)

@@ -185,6 +185,18 @@ def test_a_turn_adds_up_to_its_last_steps_text_its_results_and_each_ask_once() -
     assert [r.output for r in result.tool_results] == ["a.txt"]
 
 
+def test_a_turn_withdrawn_from_the_queue_ends_with_its_cancelled_event() -> None:
+    running = TurnTracker("t")
+    running.feed(_event("cancelled", 1))  # a running turn: its state_change ends it
+    assert not running.done
+    running.feed(_event("state_change", 2, state="idle"))
+    assert running.done and running.result().state == "cancelled"
+    withdrawn = TurnTracker("t")
+    withdrawn.feed(_event("cancelled", 3, queued=True))  # never started: nothing else follows
+    assert withdrawn.done
+    assert (withdrawn.result().state, withdrawn.result().answer) == ("cancelled", "")
+
+
 @pytest.mark.parametrize(
     ("text", "ready", "rest"),
     [

@@ -14,8 +14,8 @@ import { renderMarkdown } from "./markdown.js";
 import { SubagentPanel } from "./subagent.js";
 
 export class Transcript {
-  constructor(root, { onDecide, onState, onTruncated }) {
-    Object.assign(this, { root, onDecide, onState, onTruncated });
+  constructor(root, { onDecide, onState, onTruncated, onWithdraw }) {
+    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw });
     this.reset();
   }
 
@@ -118,7 +118,11 @@ export class Transcript {
     const watch = origin === "watch" ? " msg-watch" : "";
     const el = h("div", { class: `msg msg-user${watch}${queued ? " is-queued" : ""}` }, bubble);
     if (watch) el.append(h("span", { class: "origin-tag" }, "from a watch"));
-    if (queued) el.append(h("span", { class: "queued-tag" }, "queued"));
+    if (queued) {
+      const withdraw = h("button", { type: "button", class: "withdraw", title: "Cancel this message before it runs" }, "Cancel");
+      withdraw.addEventListener("click", () => this.onWithdraw(turn.id));
+      el.append(h("span", { class: "queued-tag" }, "queued ", withdraw));
+    }
     if (turn.userEl) turn.userEl.replaceWith(el);
     else turn.el.prepend(el);
     turn.userEl = el;
@@ -301,6 +305,13 @@ const HANDLERS = {
     this.panel(card, e.child_ws_id).apply(e.event || {});
   },
   cancelled(e) {
+    const turn = this.turn(e.turn_id);
+    if (e.queued && turn.userEl) {
+      // Withdrawn before it started: it never reached the model, and no other event follows.
+      turn.userEl.classList.replace("is-queued", "is-withdrawn");
+      turn.userEl.querySelector(".queued-tag")?.replaceChildren("cancelled before it ran");
+      return;
+    }
     this.note(e.turn_id, "note-warn", "Turn cancelled.");
   },
   error(e) {

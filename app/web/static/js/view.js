@@ -26,6 +26,7 @@ export class WorkstreamView {
       onDecide: (body) => this.decide(body),
       onState: (state) => this.setState(state),
       onTruncated: (e) => this.truncated(e),
+      onWithdraw: (turnId) => this.withdraw(turnId),
     });
   }
 
@@ -176,5 +177,11 @@ export class WorkstreamView {
 
   async cancel() {
     await api.cancel(this.wsId, this.turnId);
+  }
+
+  // A queued message, cancelled before it runs (its `cancelled` event marks it). A 409 means it
+  // started and ended meanwhile: the transcript shows how.
+  async withdraw(turnId) {
+    await api.cancel(this.wsId, turnId).catch((err) => this.failed(err));
   }
 }
