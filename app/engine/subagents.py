@@ -16,7 +16,7 @@ from app.engine import calls
 from app.engine.turns import activate_next, new_id
 from app.runtime import Runtime
 from app.settings import ModelSettings, Settings
-from app.storage.models import CallStatus, ToolCall, Turn, Workstream
+from app.storage.models import CallStatus, ToolCall, Turn, Workstream, WorkstreamState
 from app.storage.types import storable
 from app.tools import toolset as toolsets
 from app.tools.tool import TASK
@@ -140,6 +140,23 @@ def pending_rows(s: Session, ws: Workstream) -> list[ToolCall]:
     turn = s.get(Turn, ws.active_turn_id) if ws.active_turn_id else None
     rows = calls.batch(s, turn.id, turn.step) if turn else []
     return [r for r in rows if r.status == CallStatus.PENDING]
+
+
+def parents_waiting(s: Session, parent_ids: list[str] | None = None) -> set[str]:
+    """The workstreams (of `parent_ids`, or all) with a working sub-agent whose calls wait for a
+    person: those calls are decided in the parent, so the parent needs attention too."""
+    query = (
+        select(Workstream.parent_id)
+        .where(
+            col(Workstream.parent_id).is_not(None),
+            col(Workstream.active_turn_id).is_not(None),
+            Workstream.state == WorkstreamState.ATTENTION,
+        )
+        .distinct()
+    )
+    if parent_ids is not None:
+        query = query.where(col(Workstream.parent_id).in_(parent_ids))
+    return {parent for parent in s.exec(query).all() if parent is not None}
 
 
 def pending_items(s: Session, ws_id: str) -> list[dict[str, Any]]:

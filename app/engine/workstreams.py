@@ -26,6 +26,7 @@ from app.storage.models import (
     TurnStatus,
     Watch,
     Workstream,
+    WorkstreamState,
 )
 from app.tools import search_plan
 from app.tools import toolset as toolsets
@@ -86,10 +87,15 @@ def list_all(rt: Runtime, where: Any = None) -> list[dict[str, Any]]:
     query = select(Workstream).order_by(col(Workstream.created_at))
     with rt.db.reader() as s:
         rows = s.exec(query if where is None else query.where(where)).all()
-    return [summary(ws) for ws in rows]
+        waiting = subagents.parents_waiting(s)
+    return [summary(ws, children_waiting=ws.id in waiting) for ws in rows]
 
 
-def summary(ws: Workstream) -> dict[str, Any]:
+def summary(ws: Workstream, children_waiting: bool = False) -> dict[str, Any]:
+    """How the API shows a workstream. A running one whose sub-agent waits for a decision is in
+    `attention`: that decision is made here (`children_waiting`)."""
+    waiting = children_waiting and ws.state == WorkstreamState.RUNNING
+    state = WorkstreamState.ATTENTION if waiting else ws.state
     return {
         "ws_id": ws.id,
         "name": ws.name,
@@ -99,7 +105,7 @@ def summary(ws: Workstream) -> dict[str, Any]:
         "auto_approve_tools": list(ws.auto_approve_tools),
         "working_dir": ws.working_dir,
         "tool_search": ws.tool_search,
-        "state": ws.state,
+        "state": state,
         "active_turn_id": ws.active_turn_id,
         "created_at": ws.created_at.isoformat(),
         "owner_id": ws.owner_id,
@@ -121,12 +127,13 @@ def describe(rt: Runtime, ws_id: str) -> dict[str, Any]:
             .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
         ).one()
         child_pending = subagents.pending_items(s, ws_id)
+        children_waiting = bool(subagents.parents_waiting(s, [ws_id]))
         usages = s.exec(
             select(Message.usage).where(
                 Message.ws_id == ws_id, Message.role == "assistant", col(Message.usage).is_not(None)
             )
         ).all()
-    out = summary(ws)
+    out = summary(ws, children_waiting)
     out["turn"] = (
         {
             "turn_id": turn.id,

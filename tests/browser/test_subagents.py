@@ -52,6 +52,9 @@ def test_a_sub_agent_is_followed_and_approved_from_the_parent_page(
     expect(panel.locator(".msg-assistant").first).to_have_text("Writing the file.")
     expect(page.locator("#pending-bar")).to_be_visible()
     expect(page.locator("#pending-count")).to_have_text("1 call awaits a decision")
+    # the parent needs attention: its header, and its entry in the list (polled from the API)
+    expect(page.locator("#ws-state")).to_have_text("attention")
+    expect(page.locator(f".ws-item[data-ws-id='{ws_id}'] .badge")).to_have_text("attention", timeout=10_000)
     screenshot(page, "desktop-subagent-approval")
     assert not (workdir / "notes.txt").exists()
 
@@ -61,6 +64,7 @@ def test_a_sub_agent_is_followed_and_approved_from_the_parent_page(
     expect(child_card.locator(".card-decision")).to_contain_text("keep it short")
     live = panel.locator(".msg-assistant").nth(1)
     expect(live).to_contain_text("part2")
+    expect(page.locator("#ws-state")).to_have_text("running")  # decided: the sub-agent works on
     assert "part11" not in live.inner_text()  # the child's answer shows while it streams
     expect(live).to_contain_text("part11")
     expect(panel.locator("summary .badge")).to_have_text("idle")

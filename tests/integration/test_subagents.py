@@ -165,11 +165,16 @@ def test_a_sub_agents_call_is_approved_from_the_parent_with_feedback(api, model,
     # the parent's workstream lists the child's pending call, tagged
     (pending,) = api.workstream(ws_id)["pending_approvals"]
     assert pending == {**pending, "call_id": "c1", "child_ws_id": child_id, "parent_call_id": "t1"}
+    # ... and so needs attention itself, in its own view and in the list (where children are not)
+    assert api.workstream(ws_id)["state"] == "attention"
+    listed = {w["ws_id"]: w["state"] for w in api.http.get("/v1/api/workstreams").json()["workstreams"]}
+    assert listed[ws_id] == "attention" and listed[child_id] == "attention"
     assert not (workdir / "from-child.txt").exists()
     decided = api.approve(ws_id, approved=True, call_id="c1", feedback="use the short name")
     assert decided.status_code == 200 and decided.json()["decided"] == ["c1"]
     resolved = wait_child_event(sock, "t1", "approval_resolved")
     assert resolved["event"]["call_ids"] == ["c1"] and resolved["event"]["feedback"] == "use the short name"
+    assert api.workstream(ws_id)["state"] != "attention"  # decided: nothing waits for a person
     assert wait_child_event(sock, "t1", "tool_result", call_id="c1")["event"]["is_error"] is False
     assert sock.wait_type("tool_result", call_id="t1")["output"] == "The file is written."
     assert sock.wait_turn_end(turn_id)["state"] == "idle"

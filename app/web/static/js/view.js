@@ -46,6 +46,7 @@ export class WorkstreamView {
     if (this.stream) this.stream.close();
     this.stream = null;
     this.wsId = null;
+    this.shownState = null;
     this.transcript.reset();
     this.els.tools.hidden = true;
     this.updatePending();
@@ -144,6 +145,16 @@ export class WorkstreamView {
 
   setState(state) {
     this.state = state;
+    this.paintState();
+  }
+
+  // What the header shows: a running turn with calls awaiting a decision here (its own, or its
+  // sub-agents', which are decided from this page too) needs attention.
+  paintState() {
+    let state = this.state;
+    if (state === "running" || state === "attention") state = this.transcript.pendingCards().length ? "attention" : "running";
+    if (state === this.shownState) return;
+    this.shownState = state;
     this.els.state.dataset.state = state;
     this.els.state.textContent = state;
     const busy = BUSY.has(state);
@@ -159,6 +170,7 @@ export class WorkstreamView {
     const n = this.transcript.pendingCards().length;
     this.els.pendingBar.hidden = !n;
     this.els.pendingCount.textContent = n === 1 ? "1 call awaits a decision" : `${n} calls await a decision`;
+    if (this.state) this.paintState();
   }
 
   decide(body) {
