@@ -5,7 +5,8 @@ hold up on a machine busy with other work; in-process, against a real database a
 
 Run: python -m bench.model_step_cost [--backend sqlite|postgresql] [--sizes 10 100 500]
 "Whole" is how a step read and sent before issue 9 (the whole conversation through the ORM, the
-SDK's `chat.completions.create`); "now" is the worker's copy and the pre-serialised body.
+SDK's `chat.completions.create`); "now" is the worker's copy (its rows, and each row's entry for
+the model made once) and the body serialised in one go.
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool) -> dict[
     def read() -> tuple[Any, list[Any]]:
         with rt.db.reader() as s:
             ws = s.get(Workstream, ws_id)
-            rows = conversation.messages(s, ws_id) if whole else rt.conversations.messages(s, ws_id)
+            if whole:
+                rows = conversation.messages(s, ws_id)
+            else:
+                rows = rt.conversations.model_entries(s, ws_id, conversation.model_entry)
         return ws, rows
 
     ws, rows = timed("read conversation", read)
@@ -98,9 +102,8 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool) -> dict[
         system = prompt.build(
             prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message="go"), rt.prompt_sections
         )
-        return conversation.for_model(system, rows), tools.schemas(
-            ws.working_dir, rt.settings.tools.workspace_dir
-        )
+        history = conversation.for_model(system, rows) if whole else conversation.arrange(system, rows)
+        return history, tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
 
     history, schemas = timed("prompt and history", build)
     client = cached_client(openai.OpenAI, api_key_for(settings), settings.base_url, 60.0)

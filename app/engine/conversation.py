@@ -25,31 +25,47 @@ def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:
     `{"type": "text", "text": ...}` then `{"type": "image", "media_type": ..., "data": <base64>}`;
     each provider turns that into what its wire format (and its model) accepts.
     """
+    return arrange(system_prompt, [model_entry(row) for row in rows])
+
+
+def arrange(system_prompt: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stored messages' entries (`model_entry`, in id order) as the model is sent them, system
+    prompt first. The entries may be shared between steps (a worker's conversation cache keeps
+    them): whoever takes them reads them, never changes them."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     # A user message stored while a batch's calls were unanswered (a watch's result held back
     # by the depth guard, written whenever it fired) goes after their answers: a provider
     # refuses anything between an assistant's tool calls and their results.
     unanswered: set[str] = set()
     held: list[dict[str, Any]] = []
-    for row in rows:
-        if row.role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
-            if row.tool_calls:
-                entry["tool_calls"] = row.tool_calls
-            if row.server_blocks:
-                entry[SERVER_BLOCKS] = row.server_blocks
-            out.append(entry)
-            unanswered = {str(call.get("id")) for call in row.tool_calls or []}
-        elif row.role == "tool":
-            content = _tool_content(row.content or "")
-            out.append({"role": "tool", "tool_call_id": row.tool_call_id, "content": content})
-            unanswered.discard(str(row.tool_call_id))
+    for message in entries:
+        role = message["role"]
+        if role == "assistant":
+            out.append(message)
+            unanswered = {str(call.get("id")) for call in message.get("tool_calls") or []}
+        elif role == "tool":
+            out.append(message)
+            unanswered.discard(str(message["tool_call_id"]))
         else:
-            (held if unanswered else out).append({"role": "user", "content": row.content or ""})
+            (held if unanswered else out).append(message)
         if held and not unanswered:
             out.extend(held)
             held = []
     return out + held
+
+
+def model_entry(row: Message) -> dict[str, Any]:
+    """One stored message as the model is sent it, in the neutral format."""
+    if row.role == "assistant":
+        entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
+        if row.tool_calls:
+            entry["tool_calls"] = row.tool_calls
+        if row.server_blocks:
+            entry[SERVER_BLOCKS] = row.server_blocks
+        return entry
+    if row.role == "tool":
+        return {"role": "tool", "tool_call_id": row.tool_call_id, "content": _tool_content(row.content or "")}
+    return {"role": "user", "content": row.content or ""}
 
 
 def _tool_content(text: str) -> str | list[dict[str, Any]]:

@@ -1,13 +1,16 @@
 """A worker's copy of recent workstreams' stored messages, so a model step loads only the rows
 it has not seen instead of the whole conversation through the ORM (docs/durability.md:
-messages are only ever added, and the database stays the truth)."""
+messages are only ever added, and the database stays the truth), and turns each row into what
+the model is sent once, not on every step."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from app.storage.models import Message
 
@@ -18,20 +21,58 @@ WORKSTREAMS_KEPT = 64
 
 class ConversationCache:
     """Each workstream's message rows by id, shared by a worker's threads (rows are read, never
-    changed). Every read first lists the workstream's message ids (one narrow index scan): a row
-    missing from the copy, whatever its id (on PostgreSQL a lower id can commit after a higher
-    one), is loaded; one no longer there is dropped."""
+    changed). Every read first asks for the count and the highest id of the workstream's
+    messages: when both are what the copy holds, nothing was added. Otherwise it lists the ids
+    (one narrow index scan): a row missing from the copy, whatever its id (on PostgreSQL a
+    lower id can commit after a higher one, which changes the count), is loaded; one no longer
+    there is dropped."""
 
     def __init__(self, kept: int = WORKSTREAMS_KEPT) -> None:
         self._kept = kept
         self._rows: OrderedDict[str, dict[int, Message]] = OrderedDict()
+        self._entries: dict[str, dict[int, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def messages(self, s: Session, ws_id: str) -> list[Message]:
         """The workstream's messages in id order, as the session's transaction sees them."""
-        ids = list(s.exec(select(Message.id).where(Message.ws_id == ws_id).order_by(col(Message.id))).all())
+        return list(self._read(s, ws_id).values())
+
+    def model_entries(
+        self, s: Session, ws_id: str, make: Callable[[Message], dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """`make(row)` of each message `messages` reads (what the model is sent of it), made
+        once per row while the workstream is kept: shared, so read, never changed."""
+        rows = self._read(s, ws_id)
+        with self._lock:
+            made = self._entries.setdefault(ws_id, {}) if ws_id in self._rows else {}
+        out = []
+        for row_id, row in rows.items():
+            entry = made.get(row_id)
+            if entry is None:
+                entry = made[row_id] = make(row)
+            out.append(entry)
+        return out
+
+    def _read(self, s: Session, ws_id: str) -> dict[int, Message]:
         with self._lock:
             known = self._rows.get(ws_id, {})
+        count, highest = s.exec(
+            select(func.count(col(Message.id)), func.max(Message.id)).where(Message.ws_id == ws_id)
+        ).one()
+        if count == len(known) and (highest is None or highest in known):
+            kept = known  # ids ascend in the copy as in the table: nothing new, nothing gone
+        else:
+            kept = self._reload(s, ws_id, known)
+        with self._lock:
+            self._rows[ws_id] = kept
+            self._rows.move_to_end(ws_id)
+            while len(self._rows) > self._kept:
+                gone, _ = self._rows.popitem(last=False)
+                self._entries.pop(gone, None)
+        return kept
+
+    def _reload(self, s: Session, ws_id: str, known: dict[int, Message]) -> dict[int, Message]:
+        ids = list(s.exec(select(Message.id).where(Message.ws_id == ws_id).order_by(col(Message.id))).all())
         missing = [i for i in ids if i is not None and i not in known]
         rows = dict(known)
         if missing:
@@ -39,14 +80,9 @@ class ConversationCache:
             for row in s.exec(query).all():
                 if row.id is not None:
                     rows.setdefault(row.id, row)
-        kept = {i: rows[i] for i in ids if i is not None and i in rows}
-        with self._lock:
-            self._rows[ws_id] = kept
-            self._rows.move_to_end(ws_id)
-            while len(self._rows) > self._kept:
-                self._rows.popitem(last=False)
-        return [kept[i] for i in ids if i is not None and i in kept]
+        return {i: rows[i] for i in ids if i is not None and i in rows}
 
     def forget(self, ws_id: str) -> None:
         with self._lock:
             self._rows.pop(ws_id, None)
+            self._entries.pop(ws_id, None)

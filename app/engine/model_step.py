@@ -55,7 +55,8 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         assert turn is not None
         ws = s.get(Workstream, turn.ws_id)
         assert ws is not None
-        rows = rt.conversations.messages(s, ws.id)  # only the rows this worker has not seen
+        # Only the rows this worker has not seen are loaded, and made into entries.
+        entries = rt.conversations.model_entries(s, ws.id, conversation.model_entry)
     publish = _publisher(rt, ws.id, fence)
     if turn.cancel_requested or cancelled():
         return _finish(rt, ws.id, fence, TurnStatus.CANCELLED)
@@ -77,7 +78,7 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
         tools = subagents.last_step_tools(tools, model)
     context = prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message=turn.message)
     system = prompt.build(context, rt.prompt_sections)
-    history = conversation.for_model(system, rows)
+    history = conversation.arrange(system, entries)
     if last_step:
         history.append({"role": "user", "content": last_step})
     with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas

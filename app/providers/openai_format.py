@@ -20,8 +20,10 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
             text, parts = split(message["content"], supports_vision)
             converted.append({**message, "content": text})
             images.extend(_image_parts(message["tool_call_id"], text, parts))
-        else:  # another provider's server blocks mean nothing here
+        elif SERVER_BLOCKS in message:  # another provider's server blocks mean nothing here
             converted.append({k: v for k, v in message.items() if k != SERVER_BLOCKS})
+        else:  # already the wire format: sent as it is (read, never changed)
+            converted.append(message)
     if images:
         converted.append({"role": "user", "content": images})
     return converted

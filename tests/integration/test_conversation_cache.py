@@ -108,3 +108,52 @@ def test_a_deleted_workstream_leaves_nothing_behind_and_others_are_dropped_when_
     assert [r.content for r in read(db, cache, other)] == ["there"]
     add_message(db, ws, "user", "again")
     assert [r.content for r in read(db, cache, ws)] == ["again"]
+
+
+def test_each_rows_entry_for_the_model_is_made_once_and_matches_a_whole_reload(db):
+    ws = add_workstream(db, "ws1")
+    cache = ConversationCache()
+    made: list[int | None] = []
+
+    def make(row: Message) -> dict[str, object]:
+        made.append(row.id)
+        return conversation.model_entry(row)
+
+    def entries() -> list[dict[str, object]]:
+        with db.reader() as s:
+            return cache.model_entries(s, ws, make)
+
+    first = add_message(db, ws, "user", "hello")
+    call = [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
+    add_message(db, ws, "assistant", "", tool_calls=call)
+    before = entries()
+    assert before == conversation.for_model("s", whole(db, ws))[1:]
+    last = add_message(db, ws, "tool", "done", tool_call_id="c1", name="bash")
+    after = entries()
+    assert after == conversation.for_model("s", whole(db, ws))[1:]
+    assert all(a is b for a, b in zip(before, after, strict=False))  # the same objects, not made again
+    assert made == [first, first + 1, last]
+    with db.session() as s:  # a lower id committing late is still seen
+        s.add(Message(id=first - 1, ws_id=ws, role="user", content="late"))
+    assert [e["content"] for e in entries()] == ["late", "hello", "", "done"]
+
+
+def test_a_read_with_nothing_new_asks_only_for_the_count_and_the_highest_id(db):
+    ws = add_workstream(db, "ws1")
+    for n in range(20):
+        add_message(db, ws, "user", f"message {n}")
+    cache = ConversationCache()
+    read(db, cache, ws)
+    statements: list[str] = []
+
+    def note(_conn, _cursor, statement, _params, _context, _many):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("SELECT"):  # not SQLite's BEGIN
+            statements.append(statement)
+
+    event.listen(db._reader_engine, "before_cursor_execute", note)
+    try:
+        rows = read(db, cache, ws)
+    finally:
+        event.remove(db._reader_engine, "before_cursor_execute", note)
+    assert len(rows) == 20
+    assert len(statements) == 1 and "count(" in statements[0].lower() and "max(" in statements[0].lower()
