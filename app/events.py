@@ -245,16 +245,24 @@ class EventLog:
             return None
 
     def publish_many(
-        self, ws_id: str, events: Sequence[NewEvent], *, release: Lock | None = None
+        self,
+        ws_id: str,
+        events: Sequence[NewEvent],
+        *,
+        then: Sequence[ScriptCall] = (),
+        release: Lock | None = None,
     ) -> list[int | None]:
         """Append and publish `events` in order, in one round trip: their ids (None where a fence
-        refused one). `release`, a lock held until they are out, is released in that round trip
-        after them, as `release.release()` would: LockNotOwnedError when it was no longer ours.
+        refused one). `then`, scripts whose effect belongs with the events (each safe to run
+        twice), run in that round trip after them. `release`, a lock held until they are out, is
+        released in it last, as `release.release()` would: LockNotOwnedError when it was no
+        longer ours.
 
         Rides out an outage as `publish` does: each event has its own token, so a retry never
         publishes one twice. Should the outage outlast the retries, the lock is left to expire."""
         marker_ttl = int(self.retry_seconds) + PUBLISHED_GRACE_SECONDS
         calls = [self._publish_call(ws_id, event, uuid.uuid4().hex, marker_ttl) for event in events]
+        calls += then
         if release is not None:
             calls.append(self._release_call(release))
         tries = 0
@@ -289,9 +297,8 @@ class EventLog:
         results = self._execute(calls)
         lost = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if lost:
-            for script in (self._publish, self._release):  # in this order: see _RELEASE
-                if any(calls[i].script is script for i in lost):
-                    self.redis.script_load(script.script)
+            for script in _load_order([calls[i].script for i in lost], self._publish, self._release):
+                self.redis.script_load(script.script)
             for i, result in zip(lost, self._execute([calls[i] for i in lost]), strict=True):
                 results[i] = result
         for result in results:
@@ -366,6 +373,13 @@ class EventLog:
 
     def delete(self, ws_id: str) -> None:
         self.redis.delete(keys.event_seq(ws_id), keys.event_meta(ws_id), keys.event_log(ws_id))
+
+
+def _load_order(lost: list[Script], first: Script, last: Script) -> list[Script]:
+    """The scripts of calls that met NOSCRIPT, each once, in the order to load them: `first`
+    first and `last` last (see _RELEASE), the others as they came."""
+    scripts = {script.sha: script for script in lost}.values()
+    return sorted(scripts, key=lambda script: (script.sha != first.sha) + (script.sha == last.sha))
 
 
 def is_truncated(after: int, events: list[dict[str, Any]], last: int, origin: int) -> bool:

@@ -14,7 +14,7 @@ import redis
 from redis.lock import Lock
 from sqlmodel import select
 
-from app.events import EventLog, Fence, NewEvent
+from app.events import EventLog, Fence, NewEvent, ScriptCall
 from app.settings import Settings
 from app.storage.database import Database
 from app.storage.models import Workstream
@@ -94,14 +94,19 @@ class FamilyEventLog(EventLog):
         return event_id
 
     def publish_many(
-        self, ws_id: str, events: Sequence[NewEvent], *, release: Lock | None = None
+        self,
+        ws_id: str,
+        events: Sequence[NewEvent],
+        *,
+        then: Sequence[ScriptCall] = (),
+        release: Lock | None = None,
     ) -> list[int | None]:
-        """A child's events, then their echoes with the release after them: an echo carries its
-        event's id, known only once the child's events are out (two round trips, not one)."""
+        """A child's events (and `then`), then their echoes with the release after them: an echo
+        carries its event's id, known only once the child's events are out (two round trips)."""
         link = self._link(ws_id)
         if link is None:
-            return super().publish_many(ws_id, events, release=release)
-        ids = super().publish_many(ws_id, events)
+            return super().publish_many(ws_id, events, then=then, release=release)
+        ids = super().publish_many(ws_id, events, then=then)
         echoes = [
             self._echo_of(link, ws_id, event_id, event.type, event.turn_id, event.fields)
             for event_id, event in zip(ids, events, strict=True)

@@ -22,7 +22,7 @@ import redis
 from redis.lock import Lock
 
 from app import keys
-from app.events import Fence, NewEvent
+from app.events import Fence, NewEvent, ScriptCall
 from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,9 @@ class Outbox:
     ws_id: str
     events: list[NewEvent] = field(default_factory=list)
     actions: list[Callable[[Runtime], object]] = field(default_factory=list)
+    then: list[ScriptCall] = field(default_factory=list)  # scripts sent with the events, after them
+    is_tried: bool = False  # the transition committed and its events were sent (they may be out)
+    is_sent: bool = False  # they are out, with `then`
 
     def add(
         self, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
@@ -72,11 +75,13 @@ def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
 
 
 def _publish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:
-    """Send the box's events, and the release of `lock` after them, in one round trip."""
+    """Send the box's events, its `then` and the release of `lock` after them, in one round trip."""
+    box.is_tried = True
     try:
-        rt.events.publish_many(box.ws_id, box.events, release=lock)
-    except redis.exceptions.LockNotOwnedError:
+        rt.events.publish_many(box.ws_id, box.events, then=box.then, release=lock)
+    except redis.exceptions.LockNotOwnedError:  # raised once the events are out
         _warn_expired(box.ws_id)
+    box.is_sent = True
 
 
 def _release(lock: Lock, ws_id: str) -> None:

@@ -15,7 +15,7 @@ import redis
 from app import keys
 from app.engine.child_events import SUBAGENT_EVENT, FamilyEventLog, Link
 from app.engine.outbox import ordered
-from app.events import EventLog, Fence
+from app.events import EventLog, Fence, ScriptCall
 from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
 
 pytestmark = pytest.mark.integration
@@ -158,3 +158,29 @@ def test_a_transition_goes_out_whole_after_redis_lost_its_scripts(trips, lost):
     first = logged(rt, "ws")[1][0]
     assert logged(rt, "ws")[1:] == [(first, "a"), (first + 1, "b"), (first + 2, "c")]
     assert not trips.client.exists(keys.ws_order("ws"))
+
+
+# KEYS: a key to record in, the workstream's counter: what the counter said when this ran
+_RECORD_LAST_ID = "redis.call('SET', KEYS[1], redis.call('GET', KEYS[2]))"
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["scripts loaded", "scripts lost"])
+def test_a_transitions_other_scripts_run_after_its_events_in_their_round_trip(trips, lost):
+    rt = runtime(trips.client)
+    record = trips.client.register_script(_RECORD_LAST_ID)
+    transition(rt, "ws", "warm-up")
+    record(keys=["seen", keys.event_seq("ws")])  # loaded
+    if lost:
+        trips.client.script_flush()  # as a restart does
+    trips.count = 0
+    with ordered(rt, "ws") as box:
+        box.add("content", text="a")
+        box.add("content", text="b")
+        box.then.append(ScriptCall(record, ["seen", keys.event_seq("ws")], []))
+    sent_in = trips.count
+    assert box.is_sent
+    last = logged(rt, "ws")[-1]
+    assert last[1] == "b" and int(trips.client.get("seen")) == last[0]  # after both events
+    assert not trips.client.exists(keys.ws_order("ws"))
+    if not lost:
+        assert sent_in == 2  # the lock; then the events, the script and the release
