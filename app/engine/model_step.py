@@ -12,7 +12,7 @@ from app.engine.leases import fenced
 from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer, StreamMark
-from app.events import EventType, Fence
+from app.events import EventType, Fence, NewEvent
 from app.metrics import recording
 from app.providers import ModelError, stream_reply
 from app.providers.anthropic_format import referenced_tools
@@ -81,21 +81,24 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     history = conversation.arrange(system, entries)
     if last_step:
         history.append({"role": "user", "content": last_step})
-    with StreamMark(rt, ws.id):  # until the answer is stored, history points before its deltas
+    # Until the answer is stored, history points before its deltas; its stream_end goes out
+    # with the events of the transition that stores it (or ends the turn).
+    with StreamMark(rt, ws.id) as mark:
         try:
             schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
             schemas = native_search.swap(schemas, model, _may_search(rt, ws.kind, tools, last_step))
             delta = _publisher(rt, ws.id, fence, best_effort=True)
             reply = _stream(rt, model, history, schemas, publish, delta, step, cancelled)
         except ModelError as exc:
-            publish(EventType.STREAM_END, step=step)
-            return _fail(rt, ws.id, fence, str(exc))
-        publish(EventType.STREAM_END, step=step, usage=reply.usage or None)
+            mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, {"step": step}))
+            return _fail(rt, ws.id, fence, str(exc), mark)
+        usage = reply.usage or None
+        mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, {"step": step, "usage": usage}))
         if last_step:
             reply.tool_calls = []  # asked for its answer: any call now is not run
         if cancelled():  # keep what was said; calls it had begun to ask for are dropped
-            return _store_reply(rt, fence, ws, tools, reply, step, TurnStatus.CANCELLED)
-        _store_reply(rt, fence, ws, tools, reply, step)
+            return _store_reply(rt, fence, ws, tools, reply, step, mark, TurnStatus.CANCELLED)
+        _store_reply(rt, fence, ws, tools, reply, step, mark)
 
 
 Publish = Callable[..., int | None]
@@ -164,6 +167,7 @@ def _store_reply(
     tools: toolsets.ToolSet,
     reply: Reply,
     step: int,
+    mark: StreamMark,
     end_as: TurnStatus = TurnStatus.DONE,
 ) -> None:
     """Store the answer; without tool calls the turn ends (`end_as`), else its calls park or run.
@@ -173,6 +177,7 @@ def _store_reply(
     asked = reply.tool_calls if end_as != TurnStatus.CANCELLED else []  # nobody will run them
     prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, asked)
     with ordered(rt, ws.id) as out, fenced(rt, fence) as (s, turn):
+        mark.send_with(out)
         fresh = s.get(Workstream, ws.id, populate_existing=True)
         assert fresh is not None
         ws = fresh
@@ -304,12 +309,21 @@ def _as_message_call(p: PreparedCall, requested: Any) -> dict[str, Any]:
     }
 
 
-def _fail(rt: Runtime, ws_id: str, fence: Fence, message: str) -> None:
-    _finish(rt, ws_id, fence, TurnStatus.ERROR, message)
+def _fail(rt: Runtime, ws_id: str, fence: Fence, message: str, mark: StreamMark | None = None) -> None:
+    _finish(rt, ws_id, fence, TurnStatus.ERROR, message, mark)
 
 
-def _finish(rt: Runtime, ws_id: str, fence: Fence, status: TurnStatus, error: str | None = None) -> None:
+def _finish(
+    rt: Runtime,
+    ws_id: str,
+    fence: Fence,
+    status: TurnStatus,
+    error: str | None = None,
+    mark: StreamMark | None = None,
+) -> None:
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
+        if mark is not None:
+            mark.send_with(out)
         turns.end_turn(s, out, turn, status, error=error, fence=fence)
 
 

@@ -13,46 +13,85 @@ from collections.abc import Callable
 import redis
 
 from app import keys
+from app.engine.outbox import Outbox
+from app.events import NewEvent, ScriptCall
 from app.runtime import Runtime
 from app.settings import STREAM_EVENT_MAX_CHARS, STREAM_FLUSH_SECONDS
 
 log = logging.getLogger(__name__)
 
 
+# KEYS: seq, mark   ARGV: ttl. The mark takes the last event id (0: none) in the same round trip.
+_SET_MARK = """
+local last = redis.call('GET', KEYS[1]) or '0'
+redis.call('SET', KEYS[2], last, 'EX', ARGV[1])
+return last
+"""
+
+# KEYS: mark   ARGV: the mark's value. Only our own mark: the next turn's step may have set its own.
 _CLEAR_OWN_MARK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 """
 
 
 class StreamMark:
-    """While a model step streams, the id of the last event before its deltas.
+    """While a model step streams, the id of the last event before its deltas; and how the step's
+    stream ends.
 
     Deltas are published as they arrive but stored only with the finished answer;
     history read meanwhile returns this id as its cursor, so that a client
     replaying after it gets the deltas the stored history does not yet hold.
+
+    Once the answer is in, its `stream_end` (`end`) and the mark's clearing go out with the events
+    of the transition that stores it (`send_with`), in their round trip, and so after its commit:
+    the clearing must not come before the answer is stored. Should that transition fail before
+    its events are sent (superseded, a bug), both go on their own as the step leaves the mark,
+    the `stream_end` before whatever the task's error handling then says; should its events be
+    sent and fail (Redis gone past the retries), the `stream_end` shares their fate (it may be
+    out with them: not sent twice) and the clearing is tried again.
     """
 
     def __init__(self, rt: Runtime, ws_id: str) -> None:
-        self._redis = rt.redis
         self._key = keys.stream_from(ws_id)
         self._rt = rt
         self._ws_id = ws_id
+        self._set = rt.redis.register_script(_SET_MARK)
+        self._clear = rt.redis.register_script(_CLEAR_OWN_MARK)
+        self._end: NewEvent | None = None
+        self._box: Outbox | None = None
 
     def __enter__(self) -> StreamMark:
         self._value: int | None = None
+        seq = keys.event_seq(self._ws_id)
         try:
-            self._value = self._rt.events.last_id(self._ws_id)
-            self._redis.set(self._key, self._value, ex=keys.STREAM_FROM_TTL_SECONDS)
+            self._value = int(self._set(keys=[seq, self._key], args=[keys.STREAM_FROM_TTL_SECONDS]))
         except redis.RedisError as exc:  # a cursor a little late costs a reload, not the answer
             log.warning("could not mark the stream start of %s: %s", self._ws_id, exc)
         return self
 
+    def end(self, event: NewEvent) -> None:
+        """The step's answer is complete: `event` (its `stream_end`) says so."""
+        self._end = event
+
+    def send_with(self, out: Outbox) -> None:
+        """The end and the clearing go out with `out`'s events: call it first in the transition."""
+        if self._end is not None:
+            out.events.insert(0, self._end)
+        if self._value is not None:
+            out.then.append(ScriptCall(self._clear, [self._key], [self._value]))
+        self._box = out
+
     def __exit__(self, *exc: object) -> None:
+        if self._box is not None and self._box.is_sent:
+            return
+        end = self._end
+        if end is not None and not (self._box is not None and self._box.is_tried):
+            send = self._rt.events.publish_best_effort  # one try: the step is failing already
+            send(self._ws_id, end.type, turn_id=end.turn_id, fence=end.fence, **end.fields)
         if self._value is None:
             return
         try:
-            # Only our own mark: the next turn's step may have set its own meanwhile.
-            self._redis.eval(_CLEAR_OWN_MARK, 1, self._key, self._value)
+            self._clear(keys=[self._key], args=[self._value])
         except redis.RedisError as exc:
             log.warning("could not clear the stream mark of %s: %s", self._ws_id, exc)
 
