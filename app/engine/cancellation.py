@@ -20,14 +20,19 @@ class CancelCheck:
     """True once the turn's cancel flag is set in Redis or this attempt was superseded.
 
     Never raises: while Redis cannot be asked, the last known answer holds (a step rides out an
-    outage; a cancel raised during it is seen at the first check after)."""
+    outage; a cancel raised during it is seen at the first check after).
+
+    Made as its phase starts, and counted as a check: the flag is raised only once the turn's
+    `cancel_requested` is committed, and every phase reads that from the database before it
+    first checks here, so asking Redis within CHECK_EVERY_SECONDS of now would tell nothing
+    more (a round trip per phase saved)."""
 
     def __init__(self, rt: Runtime, turn_id: str, heartbeat: object | None = None) -> None:
         self._rt = rt
         self._turn_id = turn_id
         self._key = keys.turn_cancel(turn_id)
         self._heartbeat = heartbeat
-        self._checked_at = 0.0
+        self._checked_at = time.monotonic()
         self._cancelled = False
         self._unreachable = False
 

@@ -375,3 +375,34 @@ def test_a_reader_on_postgresql_holds_no_transaction_open_between_its_statements
             seen = state.scalar_one()
     # Not "idle in transaction": no BEGIN went before the read, so no ROLLBACK need follow it.
     assert seen == "idle"
+
+
+def test_a_cancel_raised_before_a_phase_starts_stops_it_and_the_phase_asks_redis_only_later(
+    rt, model_server, monkeypatch, tmp_path
+):
+    from app import keys
+    from app.engine import cancellation
+
+    # The flag is raised only after `cancel_requested` is committed, and a phase reads that
+    # first: its check of the flag is not asked again until the interval has passed.
+    monkeypatch.setattr(cancellation, "CHECK_EVERY_SECONDS", 60.0)
+    asked: list[str] = []
+    exists = rt.redis.exists
+    monkeypatch.setattr(rt.redis, "exists", lambda *names: asked.extend(names) or exists(*names))
+    ws = workstreams.create(rt, name="cancel first", auto_approve=True)
+    turn = turns.send(rt, ws.id, "touch it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "touch ran"})]))
+    model_step.run(rt, turn.id, 0)
+    assert load(rt, Turn, turn.id).phase == TurnPhase.TOOLS  # the batch is next
+    cancel.cancel(rt, ws.id)  # before the batch claims its phase
+    tool_batch.run(rt, turn.id, 0)
+    assert load(rt, Turn, turn.id).status == TurnStatus.CANCELLED
+    assert not (tmp_path / "ran").exists()  # the command never ran
+    [result] = [e for e in rt.events.replay(ws.id, 0)[0] if e["type"] == EventType.TOOL_RESULT]
+    assert result["is_error"] is True
+    second = turns.send(rt, ws.id, "and this")
+    cancel.cancel(rt, ws.id)  # before its step claims its phase
+    model_step.run(rt, second.id, 0)
+    assert load(rt, Turn, second.id).status == TurnStatus.CANCELLED
+    assert len(model_server.history) == 1  # the model was not asked for the second turn
+    assert keys.turn_cancel(turn.id) not in asked and keys.turn_cancel(second.id) not in asked
