@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlmodel import Session, col, func, select
 
+from app.providers.content import SharedMessage
 from app.storage.models import Message
 
 # Workstreams kept per process: the most recently stepped ones. A message row costs about
@@ -41,7 +42,7 @@ class ConversationCache:
         self, s: Session, ws_id: str, make: Callable[[Message], dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """`make(row)` of each message `messages` reads (what the model is sent of it), made
-        once per row while the workstream is kept: shared, so read, never changed."""
+        once per row while the workstream is kept: shared, so it cannot be changed."""
         rows = self._read(s, ws_id)
         with self._lock:
             made = self._entries.setdefault(ws_id, {}) if ws_id in self._rows else {}
@@ -49,7 +50,7 @@ class ConversationCache:
         for row_id, row in rows.items():
             entry = made.get(row_id)
             if entry is None:
-                entry = made[row_id] = make(row)
+                entry = made[row_id] = SharedMessage(make(row))
             out.append(entry)
         return out
 

@@ -3,6 +3,8 @@ and `{"type": "image", "media_type": ..., "data": <base64>}`; and which images a
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 # The image types that both wire formats (OpenAI chat, Anthropic Messages) accept;
@@ -12,6 +14,36 @@ NO_VISION_NOTE = "not shown: the current model cannot view images"
 UNSENDABLE_NOTE = "not shown: {media_type} images cannot be sent to the model"
 # An assistant message's key for the blocks its provider ran itself (see ModelEvent "server_block").
 SERVER_BLOCKS = "server_blocks"
+
+
+class SharedMessage(dict[str, Any]):
+    """A neutral message that many requests share (a worker keeps one per stored message): it
+    cannot be changed, so its JSON is made once (`json_text`) and spliced into every request
+    body that sends it as it is."""
+
+    __slots__ = ("_json",)
+
+    def json_text(self) -> str:
+        try:
+            return self._json
+        except AttributeError:
+            self._json: str = json.dumps(self, ensure_ascii=False, separators=(",", ":"))
+            return self._json
+
+    def __copy__(self) -> dict[str, Any]:  # a copy is its taker's to change: a plain dict
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return copy.deepcopy(dict(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise TypeError("a shared message is read, never changed: copy it first")
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = __ior__ = _refuse
 
 
 def text_of(content: Any) -> str:

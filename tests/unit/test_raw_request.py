@@ -3,12 +3,16 @@ them: the same JSON, `extra_headers` as headers, `extra_body` merged into the bo
 
 from __future__ import annotations
 
+import copy
+
 import anthropic
 import openai
 import pytest
 
 from app.providers import anthropic_messages, openai_chat
 from app.providers.base import raw_request
+from app.providers.content import SharedMessage
+from app.settings import ModelSettings
 from tests.fakes.model_server import FakeModelServer, Reply
 
 HISTORY = [
@@ -18,6 +22,9 @@ HISTORY = [
     ]},
     {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
 ]  # fmt: skip
+
+
+MODEL = ModelSettings(name="m", provider="openai", model="m")
 
 
 @pytest.fixture
@@ -61,3 +68,23 @@ def test_the_body_is_compact_utf8_json():
     body, headers = raw_request({"messages": [{"content": "\u2603"}]})
     assert body == '{"messages":[{"content":"\u2603"}]}'.encode()
     assert headers == {"Content-Type": "application/json"}
+
+
+def test_shared_messages_are_sent_as_the_same_json_and_cannot_be_changed(server):
+    shared = [SharedMessage(m) for m in HISTORY]
+    client = openai.OpenAI(api_key="k", base_url=server.openai_base_url, max_retries=0)
+    for messages in (HISTORY, shared, shared):  # the last: their JSON as made the first time
+        server.enqueue(Reply(text="ok"))
+        params = openai_chat.request_params(MODEL, [{"role": "system", "content": "s"}, *messages], [])
+        with openai_chat._post(client, params) as stream:
+            list(stream)
+    plain, first, again = server.history[-3:]
+    assert plain.body == first.body == again.body
+    assert [m is s for m, s in zip(params["messages"][1:], shared, strict=True)] == [True] * 3  # not copied
+    with pytest.raises(TypeError, match="copy it first"):
+        shared[0]["content"] = "changed"
+    with pytest.raises(TypeError):
+        shared[1].update(content="changed")
+    copied = copy.deepcopy(shared[1])
+    copied["content"] = "a copy is its taker's"
+    assert shared[1]["content"] == "" and type(copied) is dict
