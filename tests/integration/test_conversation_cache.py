@@ -32,6 +32,23 @@ def read(db: Database, cache: ConversationCache, ws_id: str) -> list[Message]:
         return cache.messages(s, ws_id)
 
 
+def read_noting_queries(
+    db: Database, cache: ConversationCache, ws_id: str
+) -> tuple[list[Message], list[tuple[str, object]]]:
+    """`read`, and the SELECTs it ran (statement, parameters); not SQLite's BEGIN."""
+    queries: list[tuple[str, object]] = []
+
+    def note(_conn, _cursor, statement, params, _context, _many):
+        if statement.lstrip().upper().startswith("SELECT"):
+            queries.append((statement, params))
+
+    event.listen(db._reader_engine, "before_cursor_execute", note)
+    try:
+        return read(db, cache, ws_id), queries
+    finally:
+        event.remove(db._reader_engine, "before_cursor_execute", note)
+
+
 def whole(db: Database, ws_id: str) -> list[Message]:
     with db.reader() as s:
         return conversation.messages(s, ws_id)
@@ -75,17 +92,8 @@ def test_a_read_loads_only_the_rows_it_has_not_seen(db):
     cache = ConversationCache()
     read(db, cache, ws)
     newest = add_message(db, ws, "user", "the new one")
-    loads: list[object] = []
-
-    def note(_conn, _cursor, statement, params, _context, _many):  # type: ignore[no-untyped-def]
-        if "messages.content" in statement:  # a query that loads whole rows
-            loads.append(params)
-
-    event.listen(db._reader_engine, "before_cursor_execute", note)
-    try:
-        rows = read(db, cache, ws)
-    finally:
-        event.remove(db._reader_engine, "before_cursor_execute", note)
+    rows, queries = read_noting_queries(db, cache, ws)
+    loads = [params for statement, params in queries if "messages.content" in statement]  # whole rows
     assert len(rows) == 51 and rows[-1].content == "the new one"
     assert len(loads) == 1 and newest in _values(loads[0])  # from the new row's id on
 
@@ -144,16 +152,7 @@ def test_a_read_with_nothing_new_asks_only_for_the_count_and_the_highest_id(db):
         add_message(db, ws, "user", f"message {n}")
     cache = ConversationCache()
     read(db, cache, ws)
-    statements: list[str] = []
-
-    def note(_conn, _cursor, statement, _params, _context, _many):  # type: ignore[no-untyped-def]
-        if statement.lstrip().upper().startswith("SELECT"):  # not SQLite's BEGIN
-            statements.append(statement)
-
-    event.listen(db._reader_engine, "before_cursor_execute", note)
-    try:
-        rows = read(db, cache, ws)
-    finally:
-        event.remove(db._reader_engine, "before_cursor_execute", note)
+    rows, queries = read_noting_queries(db, cache, ws)
+    statements = [statement for statement, _params in queries]
     assert len(rows) == 20
     assert len(statements) == 1 and "count(" in statements[0].lower() and "max(" in statements[0].lower()
