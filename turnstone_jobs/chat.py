@@ -363,11 +363,12 @@ def _needs(raw: Any) -> bool:
 
 
 def _pump(stream: EventStream, out: queue.Queue[Event | BaseException | str]) -> None:
-    """The socket's reader: every event into the queue; a refusal or a lost server, too."""
+    """The socket's reader: every event into the queue; a refusal, a lost server or any other
+    failure, too (a reader that died quietly would leave the prompt following nothing)."""
     try:
         for event in stream:
             out.put(event)
-    except ClientError as exc:
+    except Exception as exc:
         if not stream.closed:
             out.put(exc)
 

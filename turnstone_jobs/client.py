@@ -297,7 +297,8 @@ class EventStream:
                 self._conn = connect(
                     url, additional_headers=self._headers, open_timeout=10, max_size=protocol.MAX_FRAME_BYTES
                 )
-            except (OSError, InvalidHandshake, builtins.TimeoutError) as exc:
+            # a socket closed before its handshake (a web process dying) raises ConnectionClosed
+            except (OSError, InvalidHandshake, ConnectionClosed, builtins.TimeoutError) as exc:
                 since = self._dropped_at or time.monotonic()
                 self._dropped_at = since
                 if time.monotonic() - since > self.reconnect_timeout:

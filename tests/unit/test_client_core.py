@@ -4,18 +4,26 @@ turn's events add up to its answer and results."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import queue
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+import websockets.asyncio.client
+import websockets.sync.client
 from websockets.sync.server import ServerConnection, serve
 
 from turnstone_jobs import (
     ApiError,
+    AsyncClient,
     AuthError,
     Client,
     ClientError,
@@ -24,6 +32,7 @@ from turnstone_jobs import (
     NotFoundError,
     ServerError,
 )
+from turnstone_jobs.chat import _pump
 from turnstone_jobs.protocol import TurnTracker
 from turnstone_jobs.render import _complete_blocks
 from turnstone_jobs.results import Event
@@ -147,6 +156,90 @@ def test_a_refused_socket_raises_instead_of_reconnecting() -> None:
     flaky.server.shutdown()
 
 
+class _DyingFront:
+    """A listener that closes its first `drops` connections as soon as it accepts them, as a
+    web process does when it dies between accepting a socket and answering its handshake;
+    later connections are forwarded to `target_port`."""
+
+    def __init__(self, target_port: int, drops: int) -> None:
+        self.target_port = target_port
+        self.drops = drops
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while True:
+            conn, _ = self.listener.accept()
+            if self.drops > 0:
+                self.drops -= 1
+                conn.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=_copy, args=(conn, upstream), daemon=True).start()
+            threading.Thread(target=_copy, args=(upstream, conn), daemon=True).start()
+
+
+def _copy(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:  # shutdown, not close: it also wakes the other direction's blocked recv
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def slow_handshakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clients' handshakes start late, as on a busy machine, so that a socket closed
+    right after accept is already seen as closed when the request goes out (websockets then
+    raises ConnectionClosedError, not InvalidHandshake: one connect in eight without this)."""
+    sync_handshake = websockets.sync.client.ClientConnection.handshake
+    async_handshake = websockets.asyncio.client.ClientConnection.handshake
+
+    def late(self: Any, *args: Any, **kwargs: Any) -> None:
+        time.sleep(0.05)
+        sync_handshake(self, *args, **kwargs)
+
+    async def late_async(self: Any, *args: Any, **kwargs: Any) -> None:
+        await asyncio.sleep(0.05)
+        await async_handshake(self, *args, **kwargs)
+
+    monkeypatch.setattr(websockets.sync.client.ClientConnection, "handshake", late)
+    monkeypatch.setattr(websockets.asyncio.client.ClientConnection, "handshake", late_async)
+
+
+@pytest.mark.usefixtures("slow_handshakes")
+def test_sockets_closed_before_their_handshake_are_retried_by_the_event_stream() -> None:
+    flaky = _FlakySocketServer()
+    front = _DyingFront(flaky.server.socket.getsockname()[1], drops=2)
+    with Client(front.url, "tok", reconnect_timeout=30) as client, client.events("ws1") as stream:
+        ids = [stream.next(timeout=30).id for _ in range(8)]
+    assert ids == list(range(1, 9)) and front.drops == 0
+    flaky.server.shutdown()
+
+
+@pytest.mark.usefixtures("slow_handshakes")
+def test_sockets_closed_before_their_handshake_are_retried_by_the_async_event_stream() -> None:
+    flaky = _FlakySocketServer()
+    front = _DyingFront(flaky.server.socket.getsockname()[1], drops=2)
+
+    async def follow() -> list[int]:
+        async with (
+            AsyncClient(front.url, "tok", reconnect_timeout=30) as client,
+            client.events("ws1") as stream,
+        ):
+            return [(await stream.next(timeout=30)).id for _ in range(8)]
+
+    assert asyncio.run(follow()) == list(range(1, 9)) and front.drops == 0
+    flaky.server.shutdown()
+
+
 def test_an_event_larger_than_a_mebibyte_arrives_whole() -> None:
     output = "x" * (3 * 1024 * 1024)
 
@@ -221,3 +314,19 @@ def test_the_sync_and_async_clients_offer_the_same_calls() -> None:
 
     assert calls(Client) - {"close"} == calls(AsyncClient) - {"aclose"}
     assert all(hasattr(turnstone_jobs, name) for name in turnstone_jobs.__all__)
+
+
+class _BrokenStream:
+    closed = False
+
+    def __iter__(self) -> Iterator[Event]:
+        yield _event("content", 1, text="first")
+        raise RuntimeError("the socket library failed in a way nobody foresaw")
+
+
+def test_the_chat_reader_hands_on_any_failure_instead_of_dying_quietly() -> None:
+    out: queue.Queue[Event | BaseException | str] = queue.Queue()
+    _pump(_BrokenStream(), out)  # type: ignore[arg-type]
+    assert out.get_nowait().get("text") == "first"
+    failure = out.get_nowait()
+    assert isinstance(failure, RuntimeError) and "nobody foresaw" in str(failure)
