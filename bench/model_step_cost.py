@@ -4,9 +4,11 @@ request (up to the fake model's answer headers). CPU time of the step's thread, 
 hold up on a machine busy with other work; in-process, against a real database and Redis.
 
 Run: python -m bench.model_step_cost [--backend sqlite|postgresql] [--sizes 10 100 500]
+                                     [--provider openai|anthropic]
 "Whole" is how a step read and sent before issue 9 (the whole conversation through the ORM, the
-SDK's `chat.completions.create`); "now" is the worker's copy (its rows, and each row's entry for
-the model made once) and the body serialised in one go.
+SDK's `chat.completions.create` or `messages.create`); "now" is the worker's copy (its rows, and
+each row's entry for the model made once, with what the wire format makes of it) and the body
+serialised in one go.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +68,13 @@ def fill(rt: Any, ws_id: str, size: int) -> None:
             s.add(Message(ws_id=ws_id, role="assistant", content="There are two files, a.txt and b.txt."))
 
 
-def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool) -> dict[str, float]:
+def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool, provider: str) -> dict[str, float]:
     """CPU ms of each part of one step's preparation."""
+    import anthropic
     import openai
 
     from app.engine import conversation, prompt
-    from app.providers import openai_chat
+    from app.providers import anthropic_messages, openai_chat
     from app.providers.base import api_key_for, cached_client
     from app.storage.models import Workstream
     from app.tools import search_plan
@@ -95,6 +99,8 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool) -> dict[
 
     ws, rows = timed("read conversation", read)
     settings = rt.settings.model(ws.model)
+    if provider == "anthropic":
+        settings = replace(settings, provider="anthropic", base_url=model.anthropic_base_url, max_tokens=1024)
 
     def build() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         search = search_plan.plan(rt.settings.tools, ws.tool_search, settings)
@@ -106,12 +112,17 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool) -> dict[
         return history, tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
 
     history, schemas = timed("prompt and history", build)
-    client = cached_client(openai.OpenAI, api_key_for(settings), settings.base_url, 60.0)
     model.enqueue(Reply(text="ok"))
 
     def send() -> None:
-        params = openai_chat.request_params(settings, history, schemas)
-        stream = client.chat.completions.create(**params) if whole else openai_chat._post(client, params)
+        if provider == "anthropic":
+            client = cached_client(anthropic.Anthropic, api_key_for(settings), settings.base_url, 60.0)
+            params = anthropic_messages.request_params(settings, history, schemas)
+            stream = client.messages.create(**params) if whole else anthropic_messages._post(client, params)
+        else:
+            client = cached_client(openai.OpenAI, api_key_for(settings), settings.base_url, 60.0)
+            params = openai_chat.request_params(settings, history, schemas)
+            stream = client.chat.completions.create(**params) if whole else openai_chat._post(client, params)
         stream.close()
 
     timed("prepare and send request", send)
@@ -123,6 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgresql"])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
+    parser.add_argument("--provider", default="openai", choices=["openai", "anthropic"])
     args = parser.parse_args()
     from app.engine import workstreams
 
@@ -132,9 +144,11 @@ def main() -> None:
             ws = workstreams.create(rt, name=f"bench {size}", working_dir=tmp)
             fill(rt, ws.id, size)
             for how in ("whole", "now"):
-                step_cost(rt, model, ws.id, how == "whole")  # warm: first connections, the copy
-                results[(how, size)] = [step_cost(rt, model, ws.id, how == "whole") for _ in range(RUNS)]
-    print(f"backend: {args.backend}; CPU ms of the step's thread, median of {RUNS}")
+                step_cost(rt, model, ws.id, how == "whole", args.provider)  # warm: connections, the copy
+                results[(how, size)] = [
+                    step_cost(rt, model, ws.id, how == "whole", args.provider) for _ in range(RUNS)
+                ]
+    print(f"backend: {args.backend}; {args.provider} format; CPU ms of the step's thread, median of {RUNS}")
     names = list(next(iter(results.values()))[0])
     print(f"{'':<28}" + "".join(f"{f'{how} {size}':>12}" for size in args.sizes for how in ("whole", "now")))
     for name in names:

@@ -4,10 +4,17 @@ Messages wire format: the `system` text, the `messages` list and the `tools`."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.providers.citations import split_tools
-from app.providers.content import SERVER_BLOCKS, split, text_of
+from app.providers.content import (
+    SERVER_BLOCKS,
+    Shared,
+    SharedMessage,
+    shared_with_json,
+    split,
+    text_of,
+)
 
 # Anthropic's server-side BM25 tool search; offered whenever some tool is `defer_loading`.
 TOOL_SEARCH_TOOL = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
@@ -24,26 +31,71 @@ def system_text(messages: list[dict]) -> str:
     return "\n\n".join(text_of(m.get("content")) for m in messages if m["role"] == "system")
 
 
-def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dict]:
+def convert_messages(messages: list[dict], *, supports_vision: bool, web_search: bool = True) -> list[dict]:
     """User/assistant turns with content blocks; consecutive same-role turns merged.
 
     Tool results become `tool_result` blocks of a user turn, so a batch of
     results (and any user text after them) lands in one user message. Images
-    go inside their `tool_result`, when the model can see them.
+    go inside their `tool_result`, when the model can see them. Without
+    `web_search` (the request does not offer that tool), earlier web searches
+    are reduced to their text: the API refuses search blocks, and citations
+    into them, that no offered tool explains (the model's capability was
+    turned off).
+
+    A SharedMessage's blocks are made once for each set of options and shared
+    by every step that sends it; so is their JSON, from which each turn's is
+    joined.
     """
-    turns: list[dict] = []
+    turns: list[tuple[str, list[_Converted]]] = []
     for message in messages:
         if message["role"] == "system":
             continue
-        role = "assistant" if message["role"] == "assistant" else "user"
-        blocks = _blocks(message, supports_vision)
-        if not blocks:
+        converted = _conversion(message, supports_vision, web_search)
+        if converted is None:
             continue
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
+        if turns and turns[-1][0] == converted.role:
+            turns[-1][1].append(converted)
         else:
-            turns.append({"role": role, "content": blocks})
-    return turns
+            turns.append((converted.role, [converted]))
+    return [parts[0].turn if len(parts) == 1 else _merged(role, parts) for role, parts in turns]
+
+
+class _Converted(NamedTuple):
+    """A message's blocks, their JSON (comma-separated, as in a list), and the turn that it
+    makes alone."""
+
+    role: str
+    blocks: tuple[Shared, ...]
+    text: str
+    turn: Shared
+
+
+def _conversion(message: dict, supports_vision: bool, web_search: bool) -> _Converted | None:
+    if isinstance(message, SharedMessage):
+        return message.derived(
+            ("anthropic", supports_vision, web_search), lambda m: _convert(m, supports_vision, web_search)
+        )
+    return _convert(message, supports_vision, web_search)
+
+
+def _convert(message: dict, supports_vision: bool, web_search: bool) -> _Converted | None:
+    blocks = _blocks(message, supports_vision)
+    if not web_search:
+        blocks = [_plain(b) for b in blocks if not _is_web_search_block(b)]
+    if not blocks:
+        return None
+    role = "assistant" if message["role"] == "assistant" else "user"
+    shared = tuple(Shared(b) for b in blocks)
+    text = ",".join(b.json_text() for b in shared)
+    return _Converted(role, shared, text, _turn(role, list(shared), text))
+
+
+def _merged(role: str, parts: list[_Converted]) -> Shared:
+    return _turn(role, [b for part in parts for b in part.blocks], ",".join(part.text for part in parts))
+
+
+def _turn(role: str, blocks: list[Shared], text: str) -> Shared:
+    return shared_with_json({"role": role, "content": blocks}, f'{{"role":"{role}","content":[{text}]}}')
 
 
 def convert_tools(tools: list[dict]) -> list[dict]:
@@ -70,18 +122,6 @@ def convert_tools(tools: list[dict]) -> list[dict]:
 
 def has_web_search(tools: list[dict]) -> bool:
     return any(t.get("type") == WEB_SEARCH_TOOL["type"] for t in tools)
-
-
-def without_web_search(turns: list[dict]) -> list[dict]:
-    """The turns with earlier web searches reduced to their text, for a request that does not
-    offer the web search tool (the model's capability was turned off): the API refuses search
-    blocks, and citations into them, that no offered tool explains."""
-    out = []
-    for turn in turns:
-        blocks = [_plain(b) for b in turn["content"] if not _is_web_search_block(b)]
-        if blocks:
-            out.append({**turn, "content": blocks})
-    return out
 
 
 def _is_web_search_block(block: dict) -> bool:

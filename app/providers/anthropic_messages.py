@@ -21,7 +21,6 @@ from app.providers.anthropic_format import (
     has_web_search,
     system_text,
     tool_input,
-    without_web_search,
 )
 from app.providers.base import (
     api_key_for,
@@ -70,20 +69,21 @@ def check_configured(model: ModelSettings) -> None:
 
 
 def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]) -> dict:
+    converted_tools = convert_tools(tools) if tools else []
     params: dict[str, Any] = {
         "model": model.model,
         "max_tokens": model.max_tokens or default_max_tokens(model.model),
-        "messages": convert_messages(messages, supports_vision=model.supports_vision),
+        "messages": convert_messages(
+            messages, supports_vision=model.supports_vision, web_search=has_web_search(converted_tools)
+        ),
         "stream": True,
     }
     if system := system_text(messages):
         params["system"] = system
-    if tools:
-        params["tools"] = convert_tools(tools)
-        if has_tool_search(params["tools"]):
+    if converted_tools:
+        params["tools"] = converted_tools
+        if has_tool_search(converted_tools):
             params["extra_headers"] = {"anthropic-beta": TOOL_SEARCH_BETA}
-    if not has_web_search(params.get("tools", [])):
-        params["messages"] = without_web_search(params["messages"])
     return params
 
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from app.providers.content import SharedMessage
+from app.providers.content import Shared, dumps
 from app.providers.failure import (
     AttemptFailedError,
     Failure,
@@ -85,17 +85,13 @@ def raw_request(params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     body.update(params.get("extra_body") or {})
     headers = {"Content-Type": "application/json", **(params.get("extra_headers") or {})}
     messages = body.pop("messages", None)
-    text = _dumps(body)
-    if isinstance(messages, list):  # last, each shared message's JSON as made once (SharedMessage)
-        listed = ",".join(m.json_text() if isinstance(m, SharedMessage) else _dumps(m) for m in messages)
+    text = dumps(body)
+    if isinstance(messages, list):  # last, each shared message's JSON as made once (Shared)
+        listed = ",".join(m.json_text() if isinstance(m, Shared) else dumps(m) for m in messages)
         text = f'{text[:-1]}{"," if body else ""}"messages":[{listed}]}}'
     elif messages is not None:
-        text = _dumps({**body, "messages": messages})
+        text = dumps({**body, "messages": messages})
     return text.encode(), headers
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def post_stream(client: Any, path: str, params: dict[str, Any], cast_to: type, stream_cls: type) -> Any:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar, cast
 
 # The image types that both wire formats (OpenAI chat, Anthropic Messages) accept;
 # sending another makes the request fail, and so every later turn of the workstream.
@@ -15,11 +16,12 @@ UNSENDABLE_NOTE = "not shown: {media_type} images cannot be sent to the model"
 # An assistant message's key for the blocks its provider ran itself (see ModelEvent "server_block").
 SERVER_BLOCKS = "server_blocks"
 
+T = TypeVar("T")
 
-class SharedMessage(dict[str, Any]):
-    """A neutral message that many requests share (a worker keeps one per stored message): it
-    cannot be changed, so its JSON is made once (`json_text`) and spliced into every request
-    body that sends it as it is."""
+
+class Shared(dict[str, Any]):
+    """A dict that many requests share: it cannot be changed, so its JSON is made once
+    (`json_text`) and spliced into every request body that sends it as it is."""
 
     __slots__ = ("_json",)
 
@@ -27,7 +29,7 @@ class SharedMessage(dict[str, Any]):
         try:
             return self._json
         except AttributeError:
-            self._json: str = json.dumps(self, ensure_ascii=False, separators=(",", ":"))
+            self._json: str = dumps(self)
             return self._json
 
     def __copy__(self) -> dict[str, Any]:  # a copy is its taker's to change: a plain dict
@@ -40,10 +42,41 @@ class SharedMessage(dict[str, Any]):
         return (dict, (dict(self),))
 
     def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
-        raise TypeError("a shared message is read, never changed: copy it first")
+        raise TypeError("shared by every request that sends it, never changed: copy it first")
 
     __setitem__ = __delitem__ = _refuse
     clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+
+def shared_with_json(items: dict[str, Any], text: str) -> Shared:
+    """`items` as a Shared dict whose JSON, `text`, the caller assembled from shared parts;
+    it must be what `dumps(items)` gives."""
+    shared = Shared(items)
+    shared._json = text
+    return shared
+
+
+class SharedMessage(Shared):
+    """A neutral message that a worker keeps (one per stored message) and every step sends:
+    its JSON, and what a wire format makes of it (`derived`), are made once."""
+
+    __slots__ = ("_derived",)
+    _derived: dict[Hashable, Any]
+
+    def derived(self, key: Hashable, make: Callable[[SharedMessage], T]) -> T:
+        """`make(self)`, made the first time `key` is asked for (a format and its options)."""
+        try:
+            cache = self._derived
+        except AttributeError:
+            cache = self._derived = {}
+        if key not in cache:
+            cache[key] = make(self)
+        return cast(T, cache[key])
+
+
+def dumps(value: Any) -> str:
+    """JSON as the SDKs send it: compact, UTF-8 (not \\u-escaped)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def text_of(content: Any) -> str:

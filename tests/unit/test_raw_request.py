@@ -4,6 +4,7 @@ them: the same JSON, `extra_headers` as headers, `extra_body` merged into the bo
 from __future__ import annotations
 
 import copy
+import json
 
 import anthropic
 import openai
@@ -25,6 +26,49 @@ HISTORY = [
 
 
 MODEL = ModelSettings(name="m", provider="openai", model="m")
+VISION = {"supports_vision": True}
+PNG = {"type": "image", "media_type": "image/png", "data": "iVBORw0KGgo="}
+SEARCH_BLOCKS = [
+    {"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "turnstones"}},
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srv1",
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://birds.example/",
+                "title": "Birds",
+                "encrypted_content": "e",
+            }
+        ],
+    },
+    {
+        "type": "text",
+        "text": "On the tundra.",
+        "citations": [
+            {
+                "type": "web_search_result_location",
+                "cited_text": "tundra",
+                "url": "https://birds.example/",
+                "title": "Birds",
+                "encrypted_index": "i",
+            }
+        ],
+    },
+]
+# Turns of one message and turns merged from several (two results and the user's next words).
+LONGER = [
+    *HISTORY,
+    {"role": "assistant", "content": "Two at once.", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"pwd\"}"}},
+        {"id": "c3", "type": "function", "function": {"name": "read_file", "arguments": "not json"}},
+    ]},
+    {"role": "tool", "tool_call_id": "c2", "content": "/w"},
+    {"role": "tool", "tool_call_id": "c3", "content": [{"type": "text", "text": "a picture"}, PNG]},
+    {"role": "user", "content": "and the birds?"},
+    {"role": "assistant", "content": "On the tundra.\n\nSources: ...", "server_blocks": SEARCH_BLOCKS},
+    {"role": "user", "content": "thanks"},
+]  # fmt: skip
 
 
 @pytest.fixture
@@ -88,3 +132,40 @@ def test_shared_messages_are_sent_as_the_same_json_and_cannot_be_changed(server)
     copied = copy.deepcopy(shared[1])
     copied["content"] = "a copy is its taker's"
     assert shared[1]["content"] == "" and type(copied) is dict
+
+
+@pytest.mark.parametrize("web_search", [True, False], ids=["web search offered", "web search not offered"])
+def test_anthropic_turns_of_shared_messages_are_made_once_and_sent_as_create_would(server, web_search):
+    model = ModelSettings("m", "anthropic", "m", max_tokens=100, capabilities=VISION)
+    tools = [{"type": "native_web_search", "max_uses": 5}] if web_search else []
+    system = {"role": "system", "content": "s"}
+    shared = [SharedMessage(m) for m in LONGER]
+    plain = anthropic_messages.request_params(model, [system, *LONGER], tools)
+    first = anthropic_messages.request_params(model, [system, *shared], tools)
+    again = anthropic_messages.request_params(model, [system, *shared], tools)
+    assert first["messages"] == plain["messages"]
+    for turn in first["messages"]:
+        assert json.loads(turn.json_text()) == turn
+    # a message alone in its turn gives the same turn every step (all but the merged fifth, two
+    # results and the user's words); a merged turn is made anew, of the same blocks
+    kept = [a is b for a, b in zip(first["messages"], again["messages"], strict=True)]
+    assert kept == [True, True, True, True, False, True, True]
+    for turn, later in zip(first["messages"], again["messages"], strict=True):
+        assert all(a is b for a, b in zip(turn["content"], later["content"], strict=True))
+    search = {"server_tool_use", "web_search_tool_result"}
+    search_sent = [b["type"] for t in first["messages"] for b in t["content"] if b["type"] in search]
+    assert search_sent == (["server_tool_use", "web_search_tool_result"] if web_search else [])
+
+    client = anthropic.Anthropic(api_key="k", base_url=server.anthropic_base_url, max_retries=0)
+    for send in (
+        lambda: client.messages.create(**plain),
+        lambda: anthropic_messages._post(client, first),
+        lambda: anthropic_messages._post(client, again),
+    ):
+        server.enqueue(Reply(text="ok"))
+        with send() as stream:
+            list(stream)
+    by_sdk, by_us, by_us_again = server.history[-3:]
+    assert by_sdk.body == by_us.body == by_us_again.body
+    with pytest.raises(TypeError, match="copy it first"):
+        first["messages"][0]["content"][0]["text"] = "changed"
