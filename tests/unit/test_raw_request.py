@@ -169,3 +169,13 @@ def test_anthropic_turns_of_shared_messages_are_made_once_and_sent_as_create_wou
     assert by_sdk.body == by_us.body == by_us_again.body
     with pytest.raises(TypeError, match="copy it first"):
         first["messages"][0]["content"][0]["text"] = "changed"
+
+
+def test_a_reply_that_was_only_a_web_search_leaves_no_turn_between_two_user_turns():
+    model = ModelSettings("m", "anthropic", "m", max_tokens=100)
+    search_only = {"role": "assistant", "content": "", "server_blocks": SEARCH_BLOCKS[:2]}
+    messages = [{"role": "user", "content": "look it up"}, search_only, {"role": "user", "content": "well?"}]
+    for history in (messages, [SharedMessage(m) for m in messages]):
+        sent = anthropic_messages.request_params(model, history, [])["messages"]
+        texts = [{"type": "text", "text": "look it up"}, {"type": "text", "text": "well?"}]
+        assert sent == [{"role": "user", "content": texts}]
