@@ -15,16 +15,14 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from app.engine import calls, model_step, phases, tool_batch
 from app.events import EventLog
 from app.tools import bash
-from bench.turn_costs import Tally, run_turn
+from bench.turn_costs import in_process_engine, run_turn
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.services import start_private_redis_if_absent
 
@@ -71,27 +69,18 @@ class Stamps:
 
 def measure(backend: str, turns: int, model: FakeModelServer, stamps: Stamps) -> dict[str, list[float]]:
     from app.engine import workstreams
-    from app.taskqueue import QUEUES
-    from tests.integration.storage import runtime  # reads the Redis address set by then
 
     rows: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        made: Any = runtime(backend, Path(tmp), model, working_dir=tmp)  # a generator
-        rt = next(made)
-        try:
-            rt.queue.local_queues = frozenset(QUEUES)  # a worker consuming every queue
-            tally = Tally(rt)
-            ws_id = workstreams.create(rt, name="stamps", auto_approve=True).id
-            for n in range(turns):
-                model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]))
-                model.enqueue(Reply(text="done"))
-                stamps.taken.clear()
-                run_turn(rt, ws_id, tally)
-                if n >= 3:
-                    for row, ms in stamps.since_stored().items():
-                        rows.setdefault(row, []).append(ms)
-        finally:
-            made.close()
+    with in_process_engine(backend, model) as (rt, tally):
+        ws_id = workstreams.create(rt, name="stamps", auto_approve=True).id
+        for n in range(turns):
+            model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]))
+            model.enqueue(Reply(text="done"))
+            stamps.taken.clear()
+            run_turn(rt, ws_id, tally)
+            if n >= 3:
+                for row, ms in stamps.since_stored().items():
+                    rows.setdefault(row, []).append(ms)
     return rows
 
 

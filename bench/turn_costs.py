@@ -49,7 +49,7 @@ class Tally:
             self._add("celery tasks sent")
             return send_task(*args, **kwargs)
 
-        rt.queue.celery.send_task = counted_send_task  # type: ignore[method-assign]
+        rt.queue.celery.send_task = counted_send_task
         # A round trip is one write of packed commands: a command, or a whole pipeline.
         send_packed = redis.Connection.send_packed_command
 
@@ -57,7 +57,7 @@ class Tally:
             self._add("Redis round trips")
             send_packed(conn, *args, **kwargs)
 
-        redis.Connection.send_packed_command = counted_send_packed  # type: ignore[method-assign]
+        redis.Connection.send_packed_command = counted_send_packed  # type: ignore[method-assign,assignment]
 
     def _add(self, name: str) -> None:
         if self.on:
@@ -71,6 +71,23 @@ class Tally:
             yield
         finally:
             self.on = was
+
+
+@contextmanager
+def in_process_engine(backend: str, model: FakeModelServer) -> Iterator[tuple[Runtime, Tally]]:
+    """The engine in this process on a fresh `backend` database, as one worker thread that
+    consumes every queue runs it, its model `model`, with a Tally on it. The tests' Redis must
+    answer (`start_private_redis_if_absent` first)."""
+    from tests.integration.storage import runtime  # reads the Redis address set by then
+
+    with tempfile.TemporaryDirectory() as tmp:
+        made: Any = runtime(backend, Path(tmp), model, working_dir=tmp)  # a generator
+        rt = next(made)
+        try:
+            rt.queue.local_queues = frozenset(QUEUES)  # a worker consuming every queue
+            yield rt, Tally(rt)
+        finally:
+            made.close()
 
 
 def run_turn(rt: Runtime, ws_id: str, tally: Tally) -> tuple[float, float, float]:
@@ -119,18 +136,11 @@ def main() -> None:
     parser.add_argument("--backend", nargs="+", default=["sqlite"], choices=["sqlite", "postgresql"])
     args = parser.parse_args()
     private = start_private_redis_if_absent()
-    from tests.integration.storage import runtime  # reads the Redis address set just above
-
     try:
         with FakeModelServer() as model:
             for backend in args.backend:
-                with tempfile.TemporaryDirectory() as tmp:
-                    made = runtime(backend, Path(tmp), model, working_dir=tmp)
-                    rt = next(made)
-                    rt.queue.local_queues = frozenset(QUEUES)  # a worker consuming every queue
-                    tally = Tally(rt)
+                with in_process_engine(backend, model) as (rt, tally):
                     rows = {kind: measure(rt, model, kind, args.turns, tally) for kind in ("plain", "bash")}
-                    made.close()
                 print(f"\nbackend: {backend}; {args.turns} turns of each kind, in-process; per turn")
                 print(f"{'':32}{'plain':>10}{'bash':>10}")
                 for name in rows["plain"]:
