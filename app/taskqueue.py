@@ -10,10 +10,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from celery import Celery
 
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.events import Fence
 
 MODEL_STEP_TASK = "turnstone.model_step"
 TOOL_BATCH_TASK = "turnstone.tool_batch"
@@ -71,6 +75,7 @@ class Handoff:
     turn_id: str
     task: str | None = None
     step: int = 0
+    claim: Fence | None = None  # the next phase, claimed for this task by the hand-off itself
 
 
 class TaskQueue:
@@ -87,11 +92,11 @@ class TaskQueue:
         self.local_queues: frozenset[str] = frozenset()
         self._kept = threading.local()
 
-    def model_step(self, turn_id: str, step: int) -> None:
-        self._phase(MODEL_STEP_TASK, turn_id, step)
+    def model_step(self, turn_id: str, step: int, claim: Fence | None = None) -> None:
+        self._phase(MODEL_STEP_TASK, turn_id, step, claim)
 
-    def tool_batch(self, turn_id: str, step: int) -> None:
-        self._phase(TOOL_BATCH_TASK, turn_id, step)
+    def tool_batch(self, turn_id: str, step: int, claim: Fence | None = None) -> None:
+        self._phase(TOOL_BATCH_TASK, turn_id, step, claim)
 
     def send_phase(self, task: str, turn_id: str, step: int) -> None:
         """Send a phase task whatever is being kept (a kept phase this worker will not run)."""
@@ -113,9 +118,21 @@ class TaskQueue:
         finally:
             self._kept.handoff = None
 
-    def _phase(self, task: str, turn_id: str, step: int) -> None:
+    def will_keep(self, turn_id: str, task: str) -> bool:
+        """Whether a hand-off of `turn_id` to `task` made now would be kept (see `keeping`)."""
         kept: Handoff | None = getattr(self._kept, "handoff", None)
-        if kept is None or kept.turn_id != turn_id or kept.task is not None or not self.runs_here(task):
+        return kept is not None and kept.turn_id == turn_id and kept.task is None and self.runs_here(task)
+
+    def _phase(self, task: str, turn_id: str, step: int, claim: Fence | None) -> None:
+        """Keep the hand-off or send it. One that comes with its claim was judged keepable
+        (`will_keep`) inside the transaction that claimed it: it is kept whatever, and the keeper
+        releases the claim should it end up sending the phase (`chain.run`)."""
+        kept: Handoff | None = getattr(self._kept, "handoff", None)
+        if claim is not None:
+            if kept is None or kept.turn_id != turn_id or kept.task is not None:
+                raise RuntimeError(f"turn {turn_id}: a claimed hand-off with no keeper")
+            kept.task, kept.step, kept.claim = task, step, claim
+        elif kept is None or kept.turn_id != turn_id or kept.task is not None or not self.runs_here(task):
             self.send_phase(task, turn_id, step)
         else:
             kept.task, kept.step = task, step

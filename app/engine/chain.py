@@ -17,15 +17,21 @@ for the rest of a turn.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from app.engine import model_step, tool_batch
+from sqlalchemy.exc import DBAPIError
+
+from app.engine import leases, model_step, tool_batch
+from app.events import Fence
 from app.runtime import Runtime
 from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
 
 MAX_CHAINED_PHASES = 20
 
-PHASES: dict[str, Callable[[Runtime, str, int], None]] = {
+log = logging.getLogger(__name__)
+
+PHASES: dict[str, Callable[[Runtime, str, int, Fence | None], None]] = {
     MODEL_STEP_TASK: model_step.run,
     TOOL_BATCH_TASK: tool_batch.run,
 }
@@ -34,12 +40,19 @@ PHASES: dict[str, Callable[[Runtime, str, int], None]] = {
 def run(rt: Runtime, task: str, turn_id: str, step: int) -> None:
     """Run the phase task `task`, then each phase it hands its own turn on to that this
     worker may run; the rest is sent."""
+    claim: Fence | None = None  # the kept phase's claim, when the hand-off made it
     for _ in range(MAX_CHAINED_PHASES):
         with rt.queue.keeping(turn_id) as kept:
-            PHASES[task](rt, turn_id, step)
+            PHASES[task](rt, turn_id, step, claim)
         if kept.task is None:
             return
-        task, step = kept.task, kept.step
+        task, step, claim = kept.task, kept.step, kept.claim
         if not rt.queue.runs_here(task):  # this worker began shutting down meanwhile
             break
+    if claim is not None:
+        try:
+            leases.release(rt, claim)
+        except DBAPIError as exc:  # the claim goes stale instead; the sweeper sends it again
+            log.warning("turn %s: could not release its kept claim (%s)", turn_id, type(exc).__name__)
+            return
     rt.queue.send_phase(task, turn_id, step)

@@ -50,6 +50,36 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int]
     return fence, attempts
 
 
+def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
+    """Inside the transaction that hands `turn` on to its next phase, `task` (its phase and
+    step already set): let this phase's claim go; or, when this task will run that phase
+    itself (`TaskQueue.will_keep`), claim it in the same write, so that it starts without a
+    claim of its own. The new claim's fence, for the hand-off to carry, or None.
+
+    A claim made so is an ordinary one: should this worker die before its heartbeat starts,
+    it goes stale and the sweeper sends the phase again; one that ends up sent instead of
+    run (the worker began shutting down) is released first (`release`)."""
+    if rt.queue.will_keep(turn.id, task):
+        turn.attempt += 1
+        turn.step_claims = 1
+        turn.heartbeat_at = rt.db.now()
+        return Fence(turn.id, turn.attempt)
+    turn.heartbeat_at = None
+    turn.step_claims = 0
+    return None
+
+
+def release(rt: Runtime, fence: Fence) -> None:
+    """Let go of a claim no task of this worker will run, so that the task sent for its phase
+    may take it at once (not a stale period later)."""
+    with rt.db.session() as s:
+        s.exec(
+            update(Turn)
+            .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
+            .values(heartbeat_at=None)
+        )
+
+
 def beat(rt: Runtime, s: Session, fence: Fence) -> bool:
     """Refresh the claim's heartbeat; False once it is gone (superseded, or released by the
     phase's end: a beat after that must not look like a live claim to the next phase's task)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from app.engine import calls, conversation, prompt, subagents, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced
+from app.engine.leases import fenced, hand_on
 from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer, StreamMark
@@ -28,6 +28,7 @@ from app.storage.models import (
     WorkstreamState,
 )
 from app.storage.types import storable
+from app.taskqueue import TOOL_BATCH_TASK
 from app.tools import native_search, search_plan, tool_search
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
@@ -45,8 +46,11 @@ class Reply:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def run(rt: Runtime, turn_id: str, step: int) -> None:
-    run_phase(rt, turn_id, TurnPhase.MODEL, step, lambda fence, cancelled: _step(rt, fence, step, cancelled))
+def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> None:
+    def body(fence: Fence, cancelled: CancelCheck) -> None:
+        _step(rt, fence, step, cancelled)
+
+    run_phase(rt, turn_id, TurnPhase.MODEL, step, body, claimed)
 
 
 def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
@@ -199,9 +203,9 @@ def _store_reply(
         if not prepared:
             turns.end_turn(s, out, turn, end_as, fence=fence)
         else:
-            waiting = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
+            waiting, claim = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
     if prepared and not waiting:
-        rt.queue.tool_batch(turn.id, step)
+        rt.queue.tool_batch(turn.id, step, claim)
 
 
 def _keep_found(
@@ -227,15 +231,19 @@ def _park_or_go(
     step: int,
     prepared: list[tuple[PreparedCall, Any]],
     read_paths: set[str],
-) -> bool:
-    """Inside the reply's transaction: store the calls and say what they are.
-    True when some call waits for a person."""
+) -> tuple[bool, Fence | None]:
+    """Inside the reply's transaction: store the calls and say what they are. Whether some call
+    waits for a person, and else the batch's claim when this task runs it next (`hand_on`)."""
     rows = [calls.new_row(ws, turn, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
     s.add_all(rows)
     waiting = any(r.status == CallStatus.PENDING for r in rows)
     turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
-    turn.heartbeat_at = None
-    turn.step_claims = 0
+    claim = None
+    if waiting:
+        turn.heartbeat_at = None
+        turn.step_claims = 0
+    else:
+        claim = hand_on(rt, turn, TOOL_BATCH_TASK)
     turn.phase_started_at = turn.enqueued_at = rt.db.now()
     s.add(turn)
     ws.read_paths = sorted(set(ws.read_paths) | read_paths)
@@ -255,7 +263,7 @@ def _park_or_go(
             name = r.func_name if tools.tool(r.func_name) is not None else recording.UNKNOWN_TOOL
             recording.tool_call_ended(s, name, r.status, r.is_error)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=state)
-    return waiting
+    return waiting, claim
 
 
 def _version(tools: toolsets.ToolSet, p: PreparedCall) -> str | None:

@@ -22,10 +22,16 @@ FAILED_MESSAGE = "internal error while running this turn; see the worker log"
 
 
 def run_phase(
-    rt: Runtime, turn_id: str, phase: str, step: int, body: Callable[[Fence, CancelCheck], None]
+    rt: Runtime,
+    turn_id: str,
+    phase: str,
+    step: int,
+    body: Callable[[Fence, CancelCheck], None],
+    claimed_by_hand_off: Fence | None = None,
 ) -> None:
-    """Claim the phase, keep the claim alive while `body` runs, stop quietly once superseded."""
-    claimed = claim(rt, turn_id, phase, step)
+    """Claim the phase (unless the hand-off to it claimed it for this task: `leases.hand_on`),
+    keep the claim alive while `body` runs, stop quietly once superseded."""
+    claimed = (claimed_by_hand_off, 1) if claimed_by_hand_off else claim(rt, turn_id, phase, step)
     if claimed is None:
         return  # already done, or held by a live attempt: a duplicate delivery
     fence, attempts = claimed

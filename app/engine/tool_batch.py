@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from app.engine import calls, subagents, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced
+from app.engine.leases import fenced, hand_on
 from app.engine.outbox import ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer
@@ -32,6 +32,7 @@ from app.storage.models import (
     Workstream,
     WorkstreamState,
 )
+from app.taskqueue import MODEL_STEP_TASK
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext, ToolOutcome
 from app.tools.ordering import lanes, paths_named
@@ -42,8 +43,11 @@ RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # recorded with each call this
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
 
 
-def run(rt: Runtime, turn_id: str, step: int) -> None:
-    run_phase(rt, turn_id, TurnPhase.TOOLS, step, lambda fence, cancelled: _batch(rt, fence, step, cancelled))
+def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> None:
+    def body(fence: Fence, cancelled: CancelCheck) -> None:
+        _batch(rt, fence, step, cancelled)
+
+    run_phase(rt, turn_id, TurnPhase.TOOLS, step, body, claimed)
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
@@ -200,13 +204,12 @@ def _advance(
             return
         turn.step = step + 1
         turn.phase = TurnPhase.MODEL
-        turn.heartbeat_at = None
-        turn.step_claims = 0
+        claim = hand_on(rt, turn, MODEL_STEP_TASK)
         turn.phase_started_at = turn.enqueued_at = rt.db.now()
         s.add(turn)
         turns.set_state(s, ws_id, WorkstreamState.THINKING)
         out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING)
-    rt.queue.model_step(turn.id, step + 1)
+    rt.queue.model_step(turn.id, step + 1, claim)
 
 
 def _park(rt: Runtime, s: Session, turn: Turn, ws_id: str, read_paths: set[str]) -> None:

@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import event, text, update
 from sqlmodel import col, select
 
-from app.engine import approvals, cancel, model_step, prompt, sweeper, tool_batch, turns, workstreams
+from app.engine import approvals, cancel, chain, model_step, prompt, sweeper, tool_batch, turns, workstreams
 from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
 from app.runtime import Runtime
 from app.storage.models import Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
-from app.taskqueue import MODEL_QUEUE
+from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.storage import runtime
 
@@ -406,3 +406,48 @@ def test_a_cancel_raised_before_a_phase_starts_stops_it_and_the_phase_asks_redis
     assert load(rt, Turn, second.id).status == TurnStatus.CANCELLED
     assert len(model_server.history) == 1  # the model was not asked for the second turn
     assert keys.turn_cancel(turn.id) not in asked and keys.turn_cancel(second.id) not in asked
+
+
+def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, model_server, monkeypatch):
+    ws = workstreams.create(rt, name="carried", auto_approve=True)
+    turn = turns.send(rt, ws.id, "run it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
+    model_server.enqueue(Reply(text="it said one"))
+    rt.queue.local_queues = frozenset(QUEUES)  # a worker that consumes every queue
+    sent: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(rt.queue, "send_phase", lambda *args: sent.append(args))
+    commits: list[str] = []
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
+    # the first step's claim, its answer with the batch's claim, the call marked running, the
+    # result with the next step's claim, the answer with the turn's end: no claim of their own
+    assert len(commits) == 5
+    done = load(rt, Turn, turn.id)
+    assert done.status == TurnStatus.DONE and sent == []
+    assert done.attempt == 3  # three phases, each claimed once
+
+
+def test_a_claimed_hand_off_that_the_worker_will_not_run_is_released_before_it_is_sent(
+    rt, model_server, monkeypatch
+):
+    ws = workstreams.create(rt, name="released", auto_approve=True)
+    turn = turns.send(rt, ws.id, "run it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
+    rt.queue.local_queues = frozenset(QUEUES)
+    store_reply = model_step._store_reply
+
+    def then_shutting_down(*args, **kwargs):  # type: ignore[no-untyped-def]
+        store_reply(*args, **kwargs)  # the batch is claimed for this task as it is handed on ...
+        rt.queue.local_queues = frozenset()  # ... and then the worker begins to shut down
+
+    monkeypatch.setattr(model_step, "_store_reply", then_shutting_down)
+    sent: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(rt.queue, "send_phase", lambda *args: sent.append(args))
+    chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
+    assert sent == [(TOOL_BATCH_TASK, turn.id, 0)]
+    handed = load(rt, Turn, turn.id)
+    assert (handed.phase, handed.heartbeat_at) == (TurnPhase.TOOLS, None)  # released: free to claim
+    tool_batch.run(rt, turn.id, 0)  # the task sent, taken by another worker at once
+    events, _ = rt.events.replay(ws.id, 0)
+    assert [e["output"] for e in events if e["type"] == "tool_result"] == ["one"]
+    assert load(rt, Turn, turn.id).phase == TurnPhase.MODEL
