@@ -31,7 +31,7 @@ def run_phase(
 ) -> None:
     """Claim the phase (unless the hand-off to it claimed it for this task: `leases.hand_on`),
     keep the claim alive while `body` runs, stop quietly once superseded."""
-    claimed = (claimed_by_hand_off, 1) if claimed_by_hand_off else claim(rt, turn_id, phase, step)
+    claimed = claim(rt, turn_id, phase, step) if claimed_by_hand_off is None else (claimed_by_hand_off, 1)
     if claimed is None:
         return  # already done, or held by a live attempt: a duplicate delivery
     fence, attempts = claimed
