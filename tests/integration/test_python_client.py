@@ -4,18 +4,15 @@ process dying, and errors a caller can tell apart (never a bare HTTP code)."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
+from tests.apart import run_apart
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.services import API_TOKEN, ROOT, free_port
 from turnstone_jobs import (
@@ -93,16 +90,6 @@ def test_without_a_callback_a_waiting_call_raises_and_the_turn_stays_parked(clie
     assert again.value.status == 409 and "not pending" in again.value.message
     api.wait_idle(ws.ws_id)  # the turn goes on after the decision: let it end within this test
     assert client.history(ws.ws_id).messages[-1].content == "after the decision"
-
-
-T = TypeVar("T")
-
-
-def run_apart(coro: Coroutine[Any, Any, T]) -> T:
-    """`asyncio.run` in a thread of its own: in a full run the browser tests' Playwright (its
-    sync API) keeps an event loop running in the main thread, where asyncio.run refuses."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def test_async_client_follows_a_turn_with_an_async_callback_and_always(services, model, workdir):

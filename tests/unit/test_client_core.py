@@ -21,6 +21,7 @@ import websockets.asyncio.client
 import websockets.sync.client
 from websockets.sync.server import ServerConnection, serve
 
+from tests.apart import run_apart
 from turnstone_jobs import (
     ApiError,
     AsyncClient,
@@ -236,7 +237,7 @@ def test_sockets_closed_before_their_handshake_are_retried_by_the_async_event_st
         ):
             return [(await stream.next(timeout=30)).id for _ in range(8)]
 
-    assert asyncio.run(follow()) == list(range(1, 9)) and front.drops == 0
+    assert run_apart(follow()) == list(range(1, 9)) and front.drops == 0
     flaky.server.shutdown()
 
 
