@@ -31,7 +31,7 @@ def system_text(messages: list[dict]) -> str:
     return "\n\n".join(text_of(m.get("content")) for m in messages if m["role"] == "system")
 
 
-def convert_messages(messages: list[dict], *, supports_vision: bool, web_search: bool = True) -> list[dict]:
+def convert_messages(messages: list[dict], *, supports_vision: bool, web_search: bool) -> list[dict]:
     """User/assistant turns with content blocks; consecutive same-role turns merged.
 
     Tool results become `tool_result` blocks of a user turn, so a batch of
