@@ -71,12 +71,13 @@ def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
 
 def release(rt: Runtime, fence: Fence) -> None:
     """Let go of a claim no task of this worker will run, so that the task sent for its phase
-    may take it at once (not a stale period later)."""
+    may take it at once (not a stale period later). It ran nothing, so it does not count
+    against the phase's attempts."""
     with rt.db.session() as s:
         s.exec(
             update(Turn)
             .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
-            .values(heartbeat_at=None)
+            .values(heartbeat_at=None, step_claims=Turn.step_claims - 1)
         )
 
 

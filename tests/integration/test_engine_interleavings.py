@@ -447,6 +447,7 @@ def test_a_claimed_hand_off_that_the_worker_will_not_run_is_released_before_it_i
     assert sent == [(TOOL_BATCH_TASK, turn.id, 0)]
     handed = load(rt, Turn, turn.id)
     assert (handed.phase, handed.heartbeat_at) == (TurnPhase.TOOLS, None)  # released: free to claim
+    assert handed.step_claims == 0  # and not counted as an attempt at the batch
     tool_batch.run(rt, turn.id, 0)  # the task sent, taken by another worker at once
     events, _ = rt.events.replay(ws.id, 0)
     assert [e["output"] for e in events if e["type"] == "tool_result"] == ["one"]
