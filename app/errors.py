@@ -29,6 +29,20 @@ class BadRequestError(ServiceError):
     status = 400
 
 
+def check_text(field: str, value: str, max_chars: int | None = None) -> None:
+    """BadRequestError naming `field` when the string `value` holds what no stored text may (a
+    NUL, a lone surrogate) or is over `max_chars` characters."""
+    if "\x00" in value:
+        raise BadRequestError(f"{field}: must not contain a NUL character", field=field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        message = f"{field}: contains a lone surrogate (not valid Unicode)"
+        raise BadRequestError(message, field=field) from None
+    if max_chars is not None and len(value) > max_chars:
+        raise BadRequestError(f"{field}: at most {max_chars} characters, got {len(value)}", field=field)
+
+
 class NotFoundError(ServiceError):
     status = 404
 

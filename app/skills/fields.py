@@ -10,7 +10,7 @@ import platform
 import re
 from typing import Any
 
-from app.errors import BadRequestError
+from app.errors import BadRequestError, check_text
 from app.settings import SKILL_MAX_CONTENT_CHARS
 
 RISK_LEVELS = ("low", "medium", "high", "critical")
@@ -45,14 +45,7 @@ def checked(body: dict[str, Any], partial: bool = False) -> dict[str, Any]:
 def _text(key: str, value: Any, max_chars: int, required: bool = False) -> str:
     if not isinstance(value, str):
         raise BadRequestError(f"{key}: expected string", field=key)
-    if "\x00" in value:
-        raise BadRequestError(f"{key}: must not contain a NUL character", field=key)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadRequestError(f"{key}: contains a lone surrogate (not valid Unicode)", field=key) from None
-    if len(value) > max_chars:
-        raise BadRequestError(f"{key}: at most {max_chars} characters, got {len(value)}", field=key)
+    check_text(key, value, max_chars)
     if required and not value.strip():
         raise BadRequestError(f"{key}: must not be empty", field=key)
     return value

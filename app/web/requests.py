@@ -9,7 +9,7 @@ from flask import request
 from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected
 
-from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError
+from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError, check_text
 from app.settings import MAX_DISCARD_BYTES, MAX_ID_CHARS
 
 _MISSING = object()
@@ -68,7 +68,7 @@ def path_id(kind: str, value: str) -> str:
     """An id from the URL: one that no stored row can have (too long, a NUL from `%00`) is a
     404 before a query sees it (PostgreSQL refuses NUL in a query's text)."""
     try:
-        _check_text("id", value, MAX_ID_CHARS)
+        check_text("id", value, MAX_ID_CHARS)
     except BadRequestError:
         raise NotFoundError(f"no {kind} {value[:MAX_ID_CHARS]!r}") from None
     return value
@@ -99,19 +99,8 @@ def field(
     if not isinstance(value, kinds):
         raise BadRequestError(f"{name}: expected {_names(kinds)}, got {_json_type(value)}", field=name)
     if isinstance(value, str):
-        _check_text(name, value, max_chars)
+        check_text(name, value, max_chars)
     return value
-
-
-def _check_text(name: str, value: str, max_chars: int | None) -> None:
-    if "\x00" in value:
-        raise BadRequestError(f"{name}: must not contain a NUL character", field=name)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadRequestError(f"{name}: contains a lone surrogate (not valid Unicode)", field=name) from None
-    if max_chars is not None and len(value) > max_chars:
-        raise BadRequestError(f"{name}: at most {max_chars} characters, got {len(value)}", field=name)
 
 
 def _not_json(constant: str) -> Any:
