@@ -120,22 +120,24 @@ class TaskQueue:
 
     def will_keep(self, turn_id: str, task: str) -> bool:
         """Whether a hand-off of `turn_id` to `task` made now would be kept (see `keeping`)."""
+        return self._keeper(turn_id) is not None and self.runs_here(task)
+
+    def _keeper(self, turn_id: str) -> Handoff | None:
+        """The hand-off this thread keeps for `turn_id`, while it holds none yet."""
         kept: Handoff | None = getattr(self._kept, "handoff", None)
-        return kept is not None and kept.turn_id == turn_id and kept.task is None and self.runs_here(task)
+        return kept if kept is not None and kept.turn_id == turn_id and kept.task is None else None
 
     def _phase(self, task: str, turn_id: str, step: int, claim: Fence | None) -> None:
         """Keep the hand-off or send it. One that comes with its claim was judged keepable
         (`will_keep`) inside the transaction that claimed it: it is kept whatever, and the keeper
         releases the claim should it end up sending the phase (`chain.run`)."""
-        kept: Handoff | None = getattr(self._kept, "handoff", None)
-        if claim is not None:
-            if kept is None or kept.turn_id != turn_id or kept.task is not None:
-                raise RuntimeError(f"turn {turn_id}: a claimed hand-off with no keeper")
-            kept.task, kept.step, kept.claim = task, step, claim
-        elif kept is None or kept.turn_id != turn_id or kept.task is not None or not self.runs_here(task):
+        kept = self._keeper(turn_id)
+        if claim is not None and kept is None:
+            raise RuntimeError(f"turn {turn_id}: a claimed hand-off with no keeper")
+        if kept is None or (claim is None and not self.runs_here(task)):
             self.send_phase(task, turn_id, step)
         else:
-            kept.task, kept.step = task, step
+            kept.task, kept.step, kept.claim = task, step, claim
 
     def finish_call(self, turn_id: str, call_id: str, output: str, is_error: bool = False) -> None:
         """End a waiting call from anywhere (a sub-agent's end, an external event)."""

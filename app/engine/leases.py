@@ -64,9 +64,15 @@ def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
         turn.step_claims = 1
         turn.heartbeat_at = rt.db.now()
         return Fence(turn.id, turn.attempt)
+    let_go(turn)
+    return None
+
+
+def let_go(turn: Turn) -> None:
+    """Inside the transaction that parks or hands on `turn`: no live claim is left on it (no
+    heartbeat), and its next phase's claims are counted from zero."""
     turn.heartbeat_at = None
     turn.step_claims = 0
-    return None
 
 
 def release(rt: Runtime, fence: Fence) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from app.engine import calls, conversation, prompt, subagents, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced, hand_on
+from app.engine.leases import fenced, hand_on, let_go
 from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer, StreamMark
@@ -240,8 +240,7 @@ def _park_or_go(
     turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
     claim = None
     if waiting:
-        turn.heartbeat_at = None
-        turn.step_claims = 0
+        let_go(turn)
     else:
         claim = hand_on(rt, turn, TOOL_BATCH_TASK)
     turn.phase_started_at = turn.enqueued_at = rt.db.now()

@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from app.engine import calls, subagents, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced, hand_on
+from app.engine.leases import fenced, hand_on, let_go
 from app.engine.outbox import ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer
@@ -216,8 +216,7 @@ def _park(rt: Runtime, s: Session, turn: Turn, ws_id: str, read_paths: set[str])
     """Some call finishes later: no worker holds the turn until the last one does."""
     _keep_read_paths(s, ws_id, read_paths)
     turn.phase = TurnPhase.AWAITING
-    turn.heartbeat_at = None
-    turn.step_claims = 0
+    let_go(turn)
     turn.phase_started_at = turn.enqueued_at = rt.db.now()
     s.add(turn)
 
