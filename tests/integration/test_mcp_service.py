@@ -81,6 +81,23 @@ def connected(api: Api, names: set[str]) -> dict[str, dict[str, Any]]:
     return wait_until(check, what=f"{names} connected")  # type: ignore[no-any-return]
 
 
+def in_every_worker(
+    api: Api, names: set[str], workers: int, timeout: float = 60
+) -> dict[str, dict[str, Any]]:
+    """Wait until each of `names` is connected in `workers` workers; the servers as then shown."""
+
+    def check() -> dict[str, dict[str, Any]] | None:
+        now = servers(api)
+        ready = all(
+            len(states := now.get(n, {}).get("workers", {})) == workers
+            and set(states.values()) == {"connected"}
+            for n in names
+        )
+        return now if ready else None
+
+    return wait_until(check, timeout=timeout, what=f"{names} connected in {workers} workers")  # type: ignore[no-any-return]
+
+
 def test_workers_publish_status_and_health_counts_it(api: Api) -> None:
     now = connected(api, SERVERS)
     assert {n: now[n]["origin"] for n in SERVERS} == {"fake": "config", "everything": "file", "time": "file"}
@@ -203,7 +220,9 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
     services.start_worker("worker2", concurrency=2)
     fake = http_fake(tmp_path)
     try:
-        wait_until(lambda: len(overview(api)["workers"]) == 2, what="both workers report")
+        # The catalogs compare only once the new worker has started every configured server too
+        # (its stdio servers may take seconds to spawn on a loaded machine).
+        in_every_worker(api, SERVERS, workers=2)
         body = {
             "name": "remote",
             "type": "http",
@@ -213,16 +232,7 @@ def test_admin_servers_reach_two_workers_and_secrets_stay_write_only(
         added = api.http.post("/v1/api/mcp/servers", json=body)
         assert added.status_code == 201, added.text
         started = time.monotonic()
-        now = wait_until(
-            lambda: (
-                (s := servers(api).get("remote"))
-                and len(s["workers"]) == 2
-                and set(s["workers"].values()) == {"connected"}
-                and s
-            ),
-            timeout=20,
-            what="remote connected in both workers",
-        )
+        now = in_every_worker(api, {"remote"}, workers=2, timeout=20)["remote"]
         reached = time.monotonic() - started
         assert reached < 5, reached  # within a couple of seconds, a server's start-up included
         assert "mcp__remote__echo" in now["tools"]
