@@ -77,6 +77,9 @@ def cached_client(client_class: type, api_key: str, base_url: str, timeout_secon
     )
 
 
+SPLICED = ("tools", "messages")  # the body's lists whose items may be Shared
+
+
 def raw_request(params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     """The JSON body and headers of a `create(**params)` call, for the SDK client's `post`:
     `extra_headers` go with the headers and `extra_body` into the body, as `create` would put
@@ -84,14 +87,13 @@ def raw_request(params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
     body = {key: value for key, value in params.items() if key not in ("extra_headers", "extra_body")}
     body.update(params.get("extra_body") or {})
     headers = {"Content-Type": "application/json", **(params.get("extra_headers") or {})}
-    messages = body.pop("messages", None)
-    text = dumps(body)
-    if isinstance(messages, list):  # last, each shared message's JSON as made once (Shared)
-        listed = ",".join(m.json_text() if isinstance(m, Shared) else dumps(m) for m in messages)
-        text = f'{text[:-1]}{"," if body else ""}"messages":[{listed}]}}'
-    elif messages is not None:
-        text = dumps({**body, "messages": messages})
-    return text.encode(), headers
+    # The tools and the messages go last, each shared item's JSON as made once (Shared).
+    spliced = {key: body.pop(key) for key in SPLICED if isinstance(body.get(key), list)}
+    members = [dumps(body)[1:-1]] if body else []
+    for key, items in spliced.items():
+        listed = ",".join(i.json_text() if isinstance(i, Shared) else dumps(i) for i in items)
+        members.append(f'"{key}":[{listed}]')
+    return f"{{{','.join(members)}}}".encode(), headers
 
 
 def post_stream(client: Any, path: str, params: dict[str, Any], cast_to: type, stream_cls: type) -> Any:

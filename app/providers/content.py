@@ -48,6 +48,37 @@ class Shared(dict[str, Any]):
     clear = pop = popitem = setdefault = update = __ior__ = _refuse
 
 
+class SharedList(list[Any]):
+    """A list inside a `frozen` value: it refuses changes as `Shared` does."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return copy.deepcopy(list(self), memo)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise TypeError("shared by every request that sends it, never changed: copy it first")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+
+
+def frozen(value: Any) -> Any:
+    """`value` (JSON-like) with every dict and list in it, at any depth, a copy that refuses
+    changes (`Shared`, `SharedList`): for what many requests send as it is."""
+    if isinstance(value, dict):
+        return Shared({key: frozen(item) for key, item in value.items()})
+    if isinstance(value, list | tuple):
+        return SharedList(frozen(item) for item in value)
+    return value
+
+
 def shared_with_json(items: dict[str, Any], text: str) -> Shared:
     """`items` as a Shared dict whose JSON, `text`, the caller assembled from shared parts;
     it must be what `dumps(items)` gives."""

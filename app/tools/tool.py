@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.providers.content import Shared, frozen
 from app.tools.base import Preparation, ToolHandler
 
 INTERACTIVE = "interactive"
@@ -23,6 +24,7 @@ KINDS = (INTERACTIVE, COORDINATOR, TASK)
 BUILTIN = "builtin"  # the source name of the schema-file tools
 # What the OpenAI and Anthropic APIs accept as a function name.
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+KEPT_SCHEMAS = 256  # a tool's schemas kept per (kind, directories); past it, made afresh
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,13 @@ class ToolDefinition:
     description: str
     parameters: Mapping[str, Any]
     meta: Mapping[str, Any] = field(default_factory=dict)
+    # What the methods below derive, made once: every model step asks for every tool's schema.
+    _parameters: dict[str, dict[str, Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _schemas: dict[tuple[str, str, str | None], Shared] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def primary_key(self) -> str | None:
@@ -75,9 +84,14 @@ class ToolDefinition:
         }
 
     def parameters_for(self, kind: str) -> dict[str, Any]:
-        """The parameters schema a session of this kind sees (its variant applied)."""
-        variant = self.meta.get("kind_variants", {}).get(kind, {})
-        return _overlay_parameters(self.parameters, variant.get("parameters"))
+        """The parameters schema a session of this kind sees (its variant applied). Made once per
+        kind and shared by every caller: it refuses changes."""
+        found = self._parameters.get(kind)
+        if found is None:
+            variant = self.meta.get("kind_variants", {}).get(kind, {})
+            overlaid = _overlay_parameters(self.parameters, variant.get("parameters"))
+            found = self._parameters[kind] = frozen(overlaid)
+        return found
 
     def unknown_arguments(self, args: Mapping[str, Any], kind: str) -> list[str]:
         """Argument names the schema does not declare, where it forbids others."""
@@ -87,7 +101,22 @@ class ToolDefinition:
         return sorted(set(args) - set(parameters.get("properties", {})))
 
     def model_schema(self, kind: str, working_dir: str, workspace_dir: str | None) -> dict:
-        """The OpenAI function schema this kind of session sees; no metadata."""
+        """The OpenAI function schema this kind of session sees; no metadata. Made once per kind
+        (and directory, for the tools whose description names one) and shared: it refuses
+        changes, and its JSON is made once too."""
+        key = (
+            kind,
+            working_dir if "cwd_note" in self.meta else "",
+            workspace_dir if "workspace_note" in self.meta else None,
+        )
+        found = self._schemas.get(key)
+        if found is None:
+            if len(self._schemas) >= KEPT_SCHEMAS:  # one per working directory in use, at most
+                self._schemas.clear()
+            found = self._schemas[key] = self._model_schema(kind, working_dir, workspace_dir)
+        return found
+
+    def _model_schema(self, kind: str, working_dir: str, workspace_dir: str | None) -> Shared:
         variant = self.meta.get("kind_variants", {}).get(kind, {})
         description = variant.get("description", self.description)
         parameters = self.parameters_for(kind)
@@ -96,14 +125,8 @@ class ToolDefinition:
             notes.append(self.meta["cwd_note"].replace("{working_dir}", working_dir))
         if "workspace_note" in self.meta and workspace_dir is not None:
             notes.append(self.meta["workspace_note"].replace("{workspace_dir}", workspace_dir))
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": " ".join(notes),
-                "parameters": parameters,
-            },
-        }
+        function = {"name": self.name, "description": " ".join(notes), "parameters": parameters}
+        return frozen({"type": "function", "function": function})
 
 
 def _overlay_parameters(base: Mapping[str, Any], overlay: Mapping[str, Any] | None) -> dict:

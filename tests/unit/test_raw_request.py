@@ -12,8 +12,9 @@ import pytest
 
 from app.providers import anthropic_messages, openai_chat
 from app.providers.base import raw_request
-from app.providers.content import SharedMessage
+from app.providers.content import SharedMessage, frozen
 from app.settings import ModelSettings
+from app.tools.registry import build_registry, default_handlers
 from tests.fakes.model_server import FakeModelServer, Reply
 
 HISTORY = [
@@ -79,7 +80,8 @@ def server():
 
 def test_the_openai_body_is_what_create_would_send(server):
     client = openai.OpenAI(api_key="k", base_url=server.openai_base_url, max_retries=0)
-    params = {"model": "m", "messages": HISTORY, "stream": True}
+    tools = build_registry(default_handlers()).model_tools("interactive", "/w", None)  # shared schemas
+    params = {"model": "m", "messages": HISTORY, "stream": True, "tools": tools}
     for send in (lambda: client.chat.completions.create(**params), lambda: openai_chat._post(client, params)):
         server.enqueue(Reply(text="ok"))
         with send() as stream:
@@ -112,6 +114,16 @@ def test_the_body_is_compact_utf8_json():
     body, headers = raw_request({"messages": [{"content": "\u2603"}]})
     assert body == '{"messages":[{"content":"\u2603"}]}'.encode()
     assert headers == {"Content-Type": "application/json"}
+    tool = frozen({"type": "function", "function": {"name": "t", "description": "\u2603", "parameters": {}}})
+    for params in (
+        {},
+        {"model": "m"},
+        {"tools": [tool, {"type": "x"}]},
+        {"model": "m", "tools": [tool], "messages": [SharedMessage(role="user", content="\u2603")]},
+        {"model": "m", "tools": "not a list", "messages": None},
+    ):
+        body, _ = raw_request(params)
+        assert body == json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_shared_messages_are_sent_as_the_same_json_and_cannot_be_changed(server):

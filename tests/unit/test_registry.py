@@ -1,5 +1,6 @@
 """The registry: schema files checked against handlers, and the sets derived from them."""
 
+import copy
 import json
 import types
 
@@ -394,13 +395,38 @@ def test_notes_are_appended_to_a_kind_variant_description_too(tmp_path):
     assert tool["function"]["description"] == "Task wording. Cwd /srv/w."
 
 
-def test_a_model_schema_is_a_copy_the_caller_may_change():
+def test_a_model_schema_is_made_once_and_refuses_changes_at_every_depth():
     registry = build_registry(handlers_for("memory"))
     (first,) = registry.model_tools("coordinator", "/work", None)
-    first["function"]["parameters"]["properties"].clear()
     (second,) = registry.model_tools("coordinator", "/work", None)
-    assert "scope" in second["function"]["parameters"]["properties"]
+    assert second is first  # every step sends the same one
+    parameters = first["function"]["parameters"]
+    changes = [
+        lambda: first.update(type="x"),
+        lambda: first["function"].pop("name"),
+        lambda: parameters["properties"].clear(),
+        lambda: parameters["properties"]["scope"].__setitem__("type", "integer"),
+        lambda: parameters["required"].append("scope"),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError):
+            change()
     assert "scope" in registry.definition("memory").parameters["properties"]
+    mine = copy.deepcopy(first)  # a copy is the caller's to change
+    mine["function"]["parameters"]["properties"].clear()
+    assert type(mine["function"]["parameters"]["properties"]) is dict
+    assert "scope" in first["function"]["parameters"]["properties"]
+    assert json.loads(json.dumps(first)) == copy.deepcopy(first)  # sent as the plain JSON it is
+
+
+def test_a_schema_naming_the_working_directory_is_made_per_directory(tmp_path):
+    write_schema(tmp_path, "alpha", cwd_note="Cwd {working_dir}.")
+    registry = build_registry(handlers_for("alpha"), tmp_path)
+    (a,) = registry.model_tools("interactive", "/srv/a", None)
+    (b,) = registry.model_tools("interactive", "/srv/b", None)
+    assert a["function"]["description"].endswith("Cwd /srv/a.")
+    assert b["function"]["description"].endswith("Cwd /srv/b.")
+    assert registry.model_tools("interactive", "/srv/a", None)[0] is a
 
 
 # -- malformed schema files ----------------------------------------------------
