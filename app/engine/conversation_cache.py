@@ -10,6 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import and_, bindparam
 from sqlmodel import Session, col, func, select
 
 from app.providers.content import SharedMessage
@@ -20,13 +21,26 @@ from app.storage.models import Message
 WORKSTREAMS_KEPT = 64
 
 
+# The workstream's message count, and each row after `after` (none: one row, its message None).
+# Built once: a step runs it every time, and building it costs more than running it.
+_TOTAL = select(func.count(col(Message.id)).label("total")).where(col(Message.ws_id) == bindparam("ws_id"))
+_COUNTED = _TOTAL.subquery()
+_NEWER = (
+    select(_COUNTED.c.total, Message)
+    .select_from(_COUNTED)
+    .outerjoin(Message, and_(col(Message.ws_id) == bindparam("ws_id"), col(Message.id) > bindparam("after")))
+    .order_by(col(Message.id))
+)
+
+
 class ConversationCache:
     """Each workstream's message rows by id, shared by a worker's threads (rows are read, never
-    changed). Every read first asks for the count and the highest id of the workstream's
-    messages: when both are what the copy holds, nothing was added. Otherwise it lists the ids
-    (one narrow index scan): a row missing from the copy, whatever its id (on PostgreSQL a
-    lower id can commit after a higher one, which changes the count), is loaded; one no longer
-    there is dropped."""
+    changed). A read asks for the workstream's message count and the rows after the highest
+    id the copy holds (one statement, one snapshot): when the copy and the new rows make that
+    count, they are the whole conversation (messages are only ever added).
+    Otherwise it lists the ids (one narrow index scan): a row missing from the copy, whatever
+    its id (on PostgreSQL a lower id can commit after a higher one, which changes the count),
+    is loaded; one no longer there is dropped."""
 
     def __init__(self, kept: int = WORKSTREAMS_KEPT) -> None:
         self._kept = kept
@@ -57,11 +71,11 @@ class ConversationCache:
     def _read(self, s: Session, ws_id: str) -> dict[int, Message]:
         with self._lock:
             known = self._rows.get(ws_id, {})
-        count, highest = s.exec(
-            select(func.count(col(Message.id)), func.max(Message.id)).where(Message.ws_id == ws_id)
-        ).one()
-        if count == len(known) and (highest is None or highest in known):
-            kept = known  # ids ascend in the copy as in the table: nothing new, nothing gone
+        after = next(reversed(known), 0)  # ids ascend in the copy as in the table
+        found = s.exec(_NEWER, params={"ws_id": ws_id, "after": after}).all()
+        new: dict[int, Message] = {row.id: row for _, row in found if row is not None and row.id is not None}
+        if found[0][0] == len(known) + len(new):
+            kept = {**known, **new} if new else known
         else:
             kept = self._reload(s, ws_id, known)
         with self._lock:
