@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, bindparam, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -43,12 +43,27 @@ class View:
             if self.ws_id is not None
             else col(Memory.ws_id).in_(owners.owned_workstreams(self.owner))
         )
-        scope = col(Memory.scope)
-        return or_(
-            scope == "global",
-            and_(scope == "user", col(Memory.scope_key) == _user_key(self.owner)),
-            and_(scope == "workstream", mine),
-        )
+        return _seen(_user_key(self.owner), mine)
+
+
+def _seen(user_key: Any, mine: Any) -> Any:
+    """Global memories, the user's (`user_key`) and those of the workstreams `mine` matches."""
+    scope = col(Memory.scope)
+    return or_(
+        scope == "global",
+        and_(scope == "user", col(Memory.scope_key) == user_key),
+        and_(scope == "workstream", mine),
+    )
+
+
+NEWEST_FIRST = (col(Memory.updated_at).desc(), col(Memory.id).desc())
+# One workstream's whole view, built once: every model step reads it for the system prompt, and
+# building the statement cost more than running it.
+_WORKSTREAM_VIEW = (
+    select(Memory)
+    .where(_seen(bindparam("user_key"), col(Memory.ws_id) == bindparam("ws_id")))
+    .order_by(*NEWEST_FIRST)
+)
 
 
 def view_of_workstream(db: Database, ws_id: str) -> View:
@@ -115,6 +130,9 @@ def visible(
     ws_id: str | None = None,
 ) -> list[Memory]:
     """Every memory `view` sees (filtered), newest first."""
+    if view.ws_id is not None and type is None and scope is None and ws_id is None:
+        found = s.exec(_WORKSTREAM_VIEW, params={"user_key": _user_key(view.owner), "ws_id": view.ws_id})
+        return list(found.all())
     query = select(Memory).where(view.clause())
     if type is not None:
         query = query.where(Memory.type == type)
@@ -122,8 +140,7 @@ def visible(
         query = query.where(Memory.scope == scope)
     if ws_id is not None:
         query = query.where(Memory.ws_id == ws_id)
-    order = (col(Memory.updated_at).desc(), col(Memory.id).desc())
-    return list(s.exec(query.order_by(*order)).all())
+    return list(s.exec(query.order_by(*NEWEST_FIRST)).all())
 
 
 def index_of(memories: Sequence[Memory]) -> Index[int]:
