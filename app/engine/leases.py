@@ -8,10 +8,12 @@ attempt inside its own transaction, so a stale worker's writes are refused.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Update, case, or_, update
+from sqlalchemy import DateTime, Interval, Update, bindparam, case, func, or_, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
@@ -24,25 +26,9 @@ from app.storage.models import Turn, TurnStatus
 def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int] | None:
     """Take the turn's `phase` at `step` for this task: its fence and how many times the phase
     has now been claimed; None when that is not ours to run."""
-    stale = rt.db.ago(rt.settings.stale_after_seconds)
     with rt.db.session() as s:
-        turn = _updated(
-            s,
-            update(Turn)
-            .where(
-                col(Turn.id) == turn_id,
-                col(Turn.status) == TurnStatus.ACTIVE,
-                col(Turn.phase) == phase,
-                col(Turn.step) == step,
-                or_(col(Turn.heartbeat_at).is_(None), col(Turn.heartbeat_at) < stale),
-            )
-            .values(
-                attempt=Turn.attempt + 1,
-                step_claims=Turn.step_claims + 1,
-                heartbeat_at=rt.db.now(),
-            ),
-            turn_id,
-        )
+        params = {"turn_id": turn_id, "of_phase": phase, "at_step": step, **_clock(rt)}
+        turn = _updated(s, _CLAIM, params)
         if turn is None:
             return None
         fence, attempts = Fence(turn_id, turn.attempt), turn.step_claims
@@ -107,27 +93,84 @@ def check(rt: Runtime, s: Session, fence: Fence) -> Turn:
 
     The heartbeat is refreshed only while it is held: a phase that has released its
     claim (parked, handed on) must not look claimed again to the next phase's task."""
-    turn = _updated(
-        s,
-        update(Turn)
-        .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
-        .values(heartbeat_at=case((col(Turn.heartbeat_at).is_(None), None), else_=rt.db.now())),
-        fence.turn_id,
-    )
+    turn = _updated(s, _CHECK, {"turn_id": fence.turn_id, "fenced_attempt": fence.attempt, **_clock(rt)})
     if turn is None:
         raise StaleAttemptError(fence.turn_id)
     return turn
 
 
-def _updated(s: Session, statement: Update, turn_id: str) -> Turn | None:
+class _Leased:
+    """An update of one turn's lease, built once per kind of database (building one cost more
+    than running it, on every claim and every fenced write): `where` and `values` make its
+    clauses from the lease clock's `now` and `stale` (see `_clock`); it takes `turn_id` and
+    the parameters its clauses name (not a column's name: an update keeps those for itself)."""
+
+    def __init__(
+        self, where: Callable[[Any, Any], list[Any]], values: Callable[[Any, Any], dict[str, Any]]
+    ) -> None:
+        self._where, self._values = where, values
+        self._built: dict[tuple[bool, bool], Update] = {}
+
+    def statement(self, server_clock: bool, returning: bool) -> Update:
+        built = self._built.get((server_clock, returning))
+        if built is None:
+            now: Any
+            stale: Any
+            if server_clock:
+                now = func.clock_timestamp()
+                stale = now - bindparam("stale_after", type_=Interval())
+            else:  # typed as the lease columns are (SQLModel's datetime)
+                now, stale = bindparam("now", type_=DateTime()), bindparam("stale", type_=DateTime())
+            statement = (
+                update(Turn)
+                .where(col(Turn.id) == bindparam("turn_id"), *self._where(now, stale))
+                .values(**self._values(now, stale))
+            )
+            built = statement.returning(Turn) if returning else statement
+            self._built[server_clock, returning] = built
+        return built
+
+
+def _clock(rt: Runtime) -> dict[str, Any]:
+    """The lease clock's parameters: on PostgreSQL the statement reads the server's clock itself
+    (as `Database.now` explains) and only the stale period is passed; elsewhere, this machine's."""
+    stale_after = timedelta(seconds=rt.settings.stale_after_seconds)
+    if rt.db.is_postgresql:
+        return {"stale_after": stale_after}
+    now = datetime.now(UTC)
+    return {"now": now, "stale": now - stale_after}
+
+
+_CLAIM = _Leased(
+    lambda now, stale: [
+        col(Turn.status) == TurnStatus.ACTIVE,
+        col(Turn.phase) == bindparam("of_phase"),
+        col(Turn.step) == bindparam("at_step"),
+        or_(col(Turn.heartbeat_at).is_(None), col(Turn.heartbeat_at) < stale),
+    ],
+    lambda now, stale: {
+        "attempt": Turn.attempt + 1,
+        "step_claims": Turn.step_claims + 1,
+        "heartbeat_at": now,
+    },
+)
+_CHECK = _Leased(
+    lambda now, stale: [col(Turn.attempt) == bindparam("fenced_attempt")],
+    lambda now, stale: {"heartbeat_at": case((col(Turn.heartbeat_at).is_(None), None), else_=now)},
+)
+
+
+def _updated(s: Session, leased: _Leased, params: dict[str, Any]) -> Turn | None:
     """Run an update of one turn; the turn as it now is, or None when no row matched. Where
     the database returns rows from an update (PostgreSQL, SQLite 3.35+) that is one statement."""
-    if s.get_bind().dialect.update_returning:
-        returning = statement.returning(Turn)
-        return s.scalars(returning, execution_options={"populate_existing": True}).first()
-    if s.exec(statement).rowcount != 1:
+    dialect = s.get_bind().dialect
+    server_clock = dialect.name == "postgresql"
+    if dialect.update_returning:
+        returning = leased.statement(server_clock, returning=True)
+        return s.scalars(returning, params, execution_options={"populate_existing": True}).first()
+    if s.exec(leased.statement(server_clock, returning=False), params=params).rowcount != 1:
         return None
-    return s.get(Turn, turn_id, populate_existing=True)
+    return s.get(Turn, params["turn_id"], populate_existing=True)
 
 
 @contextmanager
