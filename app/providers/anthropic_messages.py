@@ -10,8 +10,9 @@ from typing import Any
 
 import anthropic
 import httpx2
-from anthropic.types import Message, RawMessageStreamEvent
+from anthropic.types import Message
 
+from app.providers import event_fields as fields
 from app.providers import events
 from app.providers.anthropic_format import (
     TOOL_SEARCH_BETA,
@@ -120,8 +121,9 @@ def _create(client: Any, params: dict) -> Any:
 
 def _post(client: Any, params: dict) -> Any:
     """`messages.create(**params)`, the body serialised once (the SDK's preparation copies every
-    message of the history on every step)."""
-    return post_stream(client, "/v1/messages", params, Message, anthropic.Stream[RawMessageStreamEvent])
+    message of the history on every step). Its events come as the JSON they are
+    (`Stream[object]`): read field by field here, not built into the SDK's models."""
+    return post_stream(client, "/v1/messages", params, Message, anthropic.Stream[object])
 
 
 def output_room(message: str) -> int | None:
@@ -177,34 +179,31 @@ def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = F
     stop_reason: str | None = None
     usage = {"input_tokens": 0, "output_tokens": 0}
     is_complete = False
-    for event in stream:
+    for data in stream:
         if should_stop():
             return
-        if event.type == "message_start":
-            _add_usage(usage, event.message.usage)
-        elif event.type == "content_block_start" and event.content_block.type == "text":
-            texts[event.index] = _PartialText(citations=_citations(event.content_block, sources))
-        elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-            block = event.content_block
-            tool_uses[event.index] = _PartialToolUse(id=block.id, name=block.name)
-        elif event.type == "content_block_start" and event.content_block.type == "server_tool_use":
-            block = _as_dict(event.content_block)
-            tool_uses[event.index] = _PartialToolUse(block["id"], block["name"], server_block=block)
-        elif event.type == "content_block_start" and event.content_block.type not in CLIENT_BLOCK_TYPES:
-            yield events.server_block(_as_dict(event.content_block))
-        elif event.type == "content_block_delta":
-            yield from _delta_events(event.index, event.delta, tool_uses, texts.get(event.index), sources)
-        elif event.type == "content_block_stop" and event.index in tool_uses:
-            yield tool_uses.pop(event.index).complete()
-        elif event.type == "content_block_stop" and event.index in texts:
-            text = texts.pop(event.index)
-            if keep_text and text.text:  # the API refuses empty text blocks
-                yield events.server_block(text.block())
-        elif event.type == "message_delta":
-            stop_reason = event.delta.stop_reason or stop_reason
-            if event.usage is not None:
-                _add_usage(usage, event.usage)
-        elif event.type == "message_stop":
+        event = fields.obj(data, "an event")
+        kind = fields.text(event.get("type"), "an event's type")
+        if kind == "message_start":
+            _add_usage(usage, fields.obj(event.get("message"), "message_start's message").get("usage"))
+        elif kind == "content_block_start":
+            block = fields.obj(event.get("content_block"), "a content block")
+            yield from _block_start(_index(event), block, tool_uses, texts, sources)
+        elif kind == "content_block_delta":
+            delta = fields.obj(event.get("delta"), "a delta")
+            index = _index(event)
+            yield from _delta_events(index, delta, tool_uses, texts.get(index), sources)
+        elif kind == "content_block_stop":
+            index = _index(event)
+            if index in tool_uses:
+                yield tool_uses.pop(index).complete()
+            elif (text := texts.pop(index, None)) and keep_text and text.text:
+                yield events.server_block(text.block())  # not empty: the API refuses those
+        elif kind == "message_delta":
+            delta = fields.obj(event.get("delta"), "message_delta's delta")
+            stop_reason = fields.text(delta.get("stop_reason"), "stop_reason") or stop_reason
+            _add_usage(usage, event.get("usage"))
+        elif kind == "message_stop":
             is_complete = True
     if not is_complete:
         raise AttemptFailedError(truncated_failure())
@@ -213,28 +212,50 @@ def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = F
     yield events.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
 
 
-def _as_dict(block: Any) -> dict[str, Any]:
-    """A content block in its wire form (the SDK may not know the type: then a dict)."""
-    if isinstance(block, dict):
-        return dict(block)
-    return block.to_dict(mode="json")
+def _index(event: dict[str, Any]) -> int:
+    found = fields.index(event.get("index"), "a content block's index")
+    if found is None:
+        raise fields.malformed("a content block event has no index")
+    return found
+
+
+def _block_start(
+    index: int,
+    block: dict[str, Any],
+    tool_uses: dict[int, _PartialToolUse],
+    texts: dict[int, _PartialText],
+    sources: Sources,
+) -> Iterator[ModelEvent]:
+    kind = fields.text(block.get("type"), "a content block's type")
+    if kind == "text":
+        texts[index] = _PartialText(citations=_citations(block, sources))
+    elif kind in ("tool_use", "server_tool_use"):
+        call_id = fields.text(block.get("id"), "a tool use's id") or ""
+        name = fields.text(block.get("name"), "a tool use's name") or ""
+        # a server_tool_use: the server runs it; the block is kept, to be sent back
+        kept = dict(block) if kind == "server_tool_use" else None
+        tool_uses[index] = _PartialToolUse(call_id, name, server_block=kept)
+    elif kind not in CLIENT_BLOCK_TYPES:
+        yield events.server_block(dict(block))
 
 
 def _add_usage(usage: dict[str, int], reported: Any) -> None:
     """Counts from message_start or message_delta (cumulative there): newer ones win."""
+    if not isinstance(reported, dict):
+        return  # a report, not part of the reply
     for key in USAGE_KEYS:
-        value = getattr(reported, key, None)
-        if not isinstance(value, int) or (key in CACHE_USAGE_KEYS and value == 0):
+        value = fields.count(reported.get(key))
+        if value is None or (key in CACHE_USAGE_KEYS and value == 0):
             continue  # no cache keys when nothing was cached: most replies
         usage[key] = value
 
 
-def _citations(block: Any, sources: Sources) -> list[dict[str, Any]] | None:
+def _citations(block: dict[str, Any], sources: Sources) -> list[dict[str, Any]] | None:
     """A text block's opening citations (usually none: they come as deltas), noted as sources."""
-    given = getattr(block, "citations", None)
+    given = fields.items(block.get("citations"), "a text block's citations")
     if not given:
         return None
-    citations = [_as_dict(c) for c in given]
+    citations = [dict(fields.obj(c, "a citation")) for c in given]
     for citation in citations:
         sources.add(citation.get("url"), citation.get("title"))
     return citations
@@ -242,20 +263,21 @@ def _citations(block: Any, sources: Sources) -> list[dict[str, Any]] | None:
 
 def _delta_events(
     index: int,
-    delta: Any,
+    delta: dict[str, Any],
     tool_uses: dict[int, _PartialToolUse],
     text: _PartialText | None,
     sources: Sources,
 ) -> Iterator[ModelEvent]:
-    if delta.type == "text_delta" and delta.text:
+    kind = fields.text(delta.get("type"), "a delta's type")
+    if kind == "text_delta" and (piece := fields.text(delta.get("text"), "a text delta")):
         if text is not None:
-            text.text += delta.text
-        yield events.content(delta.text)
-    elif delta.type == "citations_delta" and text is not None:
-        citation = _as_dict(delta.citation)
+            text.text += piece
+        yield events.content(piece)
+    elif kind == "citations_delta" and text is not None:
+        citation = dict(fields.obj(delta.get("citation"), "a citation"))
         text.citations = [*(text.citations or []), citation]
         sources.add(citation.get("url"), citation.get("title"))
-    elif delta.type == "thinking_delta" and delta.thinking:
-        yield events.reasoning(delta.thinking)
-    elif delta.type == "input_json_delta" and index in tool_uses:
-        tool_uses[index].json_text += delta.partial_json
+    elif kind == "thinking_delta" and (thinking := fields.text(delta.get("thinking"), "a thinking delta")):
+        yield events.reasoning(thinking)
+    elif kind == "input_json_delta" and index in tool_uses:
+        tool_uses[index].json_text += fields.text(delta.get("partial_json"), "a tool use's input") or ""

@@ -50,10 +50,10 @@ def truncated_failure() -> Failure:
     return Failure(status=None, message="the stream ended before the reply was complete")
 
 
-def malformed_failure(exc: json.JSONDecodeError) -> Failure:
+def malformed_failure(detail: str) -> Failure:
     # A broken SSE line (a proxy cutting a frame, a server bug) is a broken
     # stream like any other, and worth another try.
-    return Failure(status=None, message=f"the stream carried a malformed event ({exc.msg})")
+    return Failure(status=None, message=f"the stream carried a malformed event ({detail})")
 
 
 def connection_failure(exc: BaseException, timeout_seconds: float) -> Failure:
@@ -123,6 +123,6 @@ def sdk_failures(
         failure = Failure(status=None, message=exc.message, code=server_code(exc.body))
         raise AttemptFailedError(failure) from None
     except json.JSONDecodeError as exc:  # the SDKs parse each event's data unguarded
-        raise AttemptFailedError(malformed_failure(exc)) from None
+        raise AttemptFailedError(malformed_failure(exc.msg)) from None
     except transport_errors as exc:
         raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None

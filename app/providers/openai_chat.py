@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
+from app.providers import event_fields as fields
 from app.providers import events
 from app.providers.base import (
     api_key_for,
@@ -102,9 +103,10 @@ def _create(client: Any, params: dict, base_url: str) -> Any:
 
 def _post(client: Any, params: dict) -> Any:
     """`chat.completions.create(**params)`, the body serialised once (the SDK's preparation walks
-    every message through its type annotations, about 0.2 ms a message, on every step)."""
-    chunks = openai.Stream[ChatCompletionChunk]
-    return post_stream(client, "/chat/completions", params, ChatCompletion, chunks)
+    every message through its type annotations, about 0.2 ms a message, on every step). Its
+    chunks come as the JSON they are (`Stream[object]`): read field by field here, not built
+    into the SDK's models (about 0.1 ms a chunk, and a reply may stream thousands)."""
+    return post_stream(client, "/chat/completions", params, ChatCompletion, openai.Stream[object])
 
 
 def _is_stream_options_refusal(exc: openai.APIStatusError) -> bool:
@@ -134,14 +136,16 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
     sources = Sources()  # the pages a search model cited (url_citation annotations)
     finish_reason: str | None = None
     usage: dict[str, int] = {}
-    for chunk in stream:
+    for data in stream:
         if should_stop():
             return
-        if chunk.usage is not None:
-            usage = _usage(chunk.usage)
-        for choice in chunk.choices:
-            yield from _delta_events(choice.delta, calls, sources)
-            finish_reason = choice.finish_reason or finish_reason
+        chunk = fields.obj(data, "a chunk")
+        if (reported := fields.optional_obj(chunk.get("usage"), "usage")) is not None:
+            usage = _usage(reported)
+        for choice in fields.items(chunk.get("choices"), "choices"):
+            choice = fields.obj(choice, "a choice")
+            yield from _delta_events(fields.optional_obj(choice.get("delta"), "a delta"), calls, sources)
+            finish_reason = fields.text(choice.get("finish_reason"), "finish_reason") or finish_reason
     if finish_reason is None:
         raise AttemptFailedError(truncated_failure())
     if text := sources.text():
@@ -152,44 +156,50 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
     yield events.finish(finish_reason, usage)
 
 
-def _usage(reported: Any) -> dict[str, int]:
+def _usage(reported: dict[str, Any]) -> dict[str, int]:
     usage = {
-        "input_tokens": reported.prompt_tokens or 0,
-        "output_tokens": reported.completion_tokens or 0,
+        "input_tokens": fields.count(reported.get("prompt_tokens")) or 0,
+        "output_tokens": fields.count(reported.get("completion_tokens")) or 0,
     }
-    details = getattr(reported, "prompt_tokens_details", None)
-    if cached := getattr(details, "cached_tokens", None):  # part of input_tokens, not extra
-        usage["cache_read_input_tokens"] = cached
+    details = reported.get("prompt_tokens_details")
+    if isinstance(details, dict) and (cached := fields.count(details.get("cached_tokens"))):
+        usage["cache_read_input_tokens"] = cached  # part of input_tokens, not extra
     return usage
 
 
-def _delta_events(delta: Any, calls: dict[int, _PartialCall], sources: Sources) -> Iterator[ModelEvent]:
+def _delta_events(
+    delta: dict[str, Any] | None, calls: dict[int, _PartialCall], sources: Sources
+) -> Iterator[ModelEvent]:
     if delta is None:
         return
-    # Not a declared field of the SDK's delta: a search model's citations arrive as plain
-    # dicts, on the delta that carries the cited text or on a later one.
-    annotations = getattr(delta, "annotations", None)
+    # Not a field of the API's own delta: a search model's citations, on the delta that
+    # carries the cited text or on a later one.
+    annotations = delta.get("annotations")
     for url, title in cited(annotations if isinstance(annotations, list) else []):
         sources.add(url, title)
     # vLLM and llama.cpp stream thinking as `reasoning_content`; others call it `reasoning`.
-    thinking = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-    if isinstance(thinking, str) and thinking:
+    thinking = fields.text(delta.get("reasoning_content"), "reasoning_content") or fields.text(
+        delta.get("reasoning"), "reasoning"
+    )
+    if thinking:
         yield events.reasoning(thinking)
-    if delta.content:
-        yield events.content(delta.content)
-    for piece in delta.tool_calls or []:
-        _add_piece(calls, piece)
+    if content := fields.text(delta.get("content"), "content"):
+        yield events.content(content)
+    for piece in fields.items(delta.get("tool_calls"), "tool_calls"):
+        _add_piece(calls, fields.obj(piece, "a tool call"))
 
 
-def _add_piece(calls: dict[int, _PartialCall], piece: Any) -> None:
-    index = piece.index
+def _add_piece(calls: dict[int, _PartialCall], piece: dict[str, Any]) -> None:
+    index = fields.index(piece.get("index"), "a tool call's index")
+    call_id = fields.text(piece.get("id"), "a tool call's id")
     if index is None:  # tolerated: servers that omit the index send one call at a time
-        index = len(calls) if piece.id or not calls else max(calls)
+        index = len(calls) if call_id or not calls else max(calls)
     call = calls.setdefault(index, _PartialCall())
-    if piece.id:
-        call.id = piece.id
-    if piece.function is not None:
-        if piece.function.name:  # never split; some servers repeat it on every piece
-            call.name = piece.function.name
-        if piece.function.arguments:
-            call.arguments += piece.function.arguments
+    if call_id:
+        call.id = call_id
+    function = fields.optional_obj(piece.get("function"), "a tool call's function")
+    if function is not None:
+        if name := fields.text(function.get("name"), "a tool call's name"):
+            call.name = name  # never split; some servers repeat it on every piece
+        if arguments := fields.text(function.get("arguments"), "a tool call's arguments"):
+            call.arguments += arguments

@@ -95,6 +95,9 @@ class Reply:
     answers 400 with the wire's own "conversation too long" error.
     `input_tokens`/`output_tokens` replace the usage counted from the request and
     reply; `cached_tokens` are reported as read from the prompt cache, besides them.
+    `raw_event`: JSON text sent as one more event's data, after the stream's first event
+    (what a broken or hostile server might send); on the Anthropic wire, under the event
+    name its `type` gives (else content_block_delta).
     """
 
     text: str = ""
@@ -116,6 +119,7 @@ class Reply:
     cached_tokens: int = 0
     tool_search: ServerToolSearch | None = None  # Anthropic wire only: its blocks come first
     web_search: WebSearch | None = None  # after `text`, before any tool call
+    raw_event: str | None = None
 
     def __post_init__(self) -> None:
         if self.break_how not in BREAK_KINDS:
@@ -364,6 +368,8 @@ def _openai_sse(reply: Reply, body: dict) -> Iterator[str]:
         return _data({**base, "choices": [choice]})
 
     yield chunk({"role": "assistant", "content": ""})
+    if reply.raw_event is not None:
+        yield f"data: {reply.raw_event}\n\n"
     for piece in _words(reply.reasoning):
         yield chunk({"reasoning_content": piece})
     for piece in reply.sent_pieces():
@@ -407,6 +413,8 @@ def _anthropic_sse(reply: Reply, body: dict) -> Iterator[str]:
         },
     }
     yield _event("message_start", {"type": "message_start", "message": message})
+    if reply.raw_event is not None:
+        yield f"event: {_raw_event_name(reply.raw_event)}\ndata: {reply.raw_event}\n\n"
     blocks = _anthropic_blocks(reply)
     for index, (block, deltas) in enumerate(blocks):
         yield _event(
@@ -611,6 +619,14 @@ def _route(raw_path: str) -> str:
 
 def _data(payload: dict) -> str:
     return f"data: {json.dumps(payload)}\n\n"
+
+
+def _raw_event_name(raw: str) -> str:
+    try:
+        named = json.loads(raw).get("type")
+    except (ValueError, AttributeError):
+        named = None
+    return named if isinstance(named, str) and named.isidentifier() else "content_block_delta"
 
 
 def _event(name: str, payload: dict) -> str:

@@ -448,3 +448,85 @@ def test_an_image_type_the_wire_format_refuses_is_not_sent(server, provider):
     body = json.dumps(server.history[-1].body)
     assert PNG_DATA not in body
     assert "(not shown: image/bmp images cannot be sent to the model)" in body
+
+
+# What a broken or hostile server may put in a stream's event: valid JSON, wrong shapes.
+MALFORMED_EVENTS = {
+    "openai": [
+        "[1, 2]",
+        '"text"',
+        "null",
+        '{"choices": "x"}',
+        '{"choices": [null]}',
+        '{"choices": [{"delta": "x"}]}',
+        '{"choices": [{"delta": {"content": 5}}]}',
+        '{"choices": [{"delta": {"reasoning_content": ["a"]}}]}',
+        '{"choices": [{"delta": {"tool_calls": {"index": 0}}}]}',
+        '{"choices": [{"delta": {"tool_calls": [{"index": "0"}]}}]}',
+        '{"choices": [{"delta": {"tool_calls": [{"index": true}]}}]}',
+        '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 3}}]}}]}',
+        '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": {}}}]}}]}',
+        '{"choices": [{"delta": {}, "finish_reason": 7}]}',
+        '{"usage": "lots", "choices": []}',
+    ],
+    "anthropic": [
+        "[1]",
+        '"x"',
+        '{"type": 5}',
+        '{"type": "content_block_start", "index": 0, "content_block": "text"}',
+        '{"type": "content_block_start", "content_block": {"type": "text", "text": ""}}',
+        '{"type": "content_block_start", "index": "0", "content_block": {"type": "text", "text": ""}}',
+        '{"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": 1}}',
+        '{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "citations": {}}}',
+        '{"type": "content_block_delta", "index": 0, "delta": null}',
+        '{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}}',
+        '{"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": {}}}',
+        '{"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}}',
+        '{"type": "message_start", "message": []}',
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "raw"), [(provider, raw) for provider in PROVIDERS for raw in MALFORMED_EVENTS[provider]]
+)
+def test_a_malformed_event_is_a_broken_stream_and_is_asked_again(server, provider, raw):
+    server.enqueue(Reply(text="Never this", raw_event=raw))
+    server.enqueue(Reply(text="The whole answer"))
+
+    events = reply_events(model_for(server, provider))
+
+    shown = "".join(e.text for e in of_kind(events, "content"))
+    assert shown == "The whole answer"
+    assert of_kind(events, "finish")[0].finish_reason == "stop"
+    assert len(server.history) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_server_that_only_sends_malformed_events_gives_up_saying_what_was_wrong(server, provider):
+    raw = {"openai": '{"choices": [{"delta": {"content": 5}}]}', "anthropic": '{"type": "message_start"}'}
+    for _ in range(2):
+        server.enqueue(Reply(text="Never this", raw_event=raw[provider]))
+
+    with pytest.raises(ModelUnavailableError) as caught:
+        reply_events(model_for(server, provider), retries=1)
+
+    said = {"openai": "content is a number, not a string", "anthropic": "message_start's message is null"}
+    assert f"malformed event ({said[provider]}" in str(caught.value)
+    assert len(server.history) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_usage_of_the_wrong_type_is_left_out_and_the_reply_kept(server, provider):
+    raw = {
+        "openai": '{"choices": [], "usage": {"prompt_tokens": "many", "completion_tokens": -1}}',
+        "anthropic": '{"type": "message_delta", "delta": {}, "usage": {"output_tokens": "many"}}',
+    }
+    server.enqueue(Reply(text="Kept whole", raw_event=raw[provider], output_tokens=4))
+
+    events = reply_events(model_for(server, provider))
+
+    assert "".join(e.text for e in of_kind(events, "content")) == "Kept whole"
+    usage = of_kind(events, "finish")[0].usage
+    assert all(isinstance(n, int) and n >= 0 for n in usage.values())
+    assert len(server.history) == 1
