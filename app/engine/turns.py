@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
@@ -32,9 +33,18 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What a send stored: the turn, and whether it started or waits (or, for a repeated
+    idempotency key, how the turn the first send stored stands)."""
+
+    id: str
+    status: TurnStatus
+
+
 def send(
     rt: Runtime, ws_id: str, message: str, origin: str = "user", idempotency_key: str | None = None
-) -> Turn:
+) -> Sent:
     """Store the message as a turn and, in the same transaction, start it if the workstream is
     idle; else it is queued behind the active one.
 
@@ -46,7 +56,7 @@ def send(
             f"message is {len(message.encode())} bytes; the limit is {rt.settings.max_message_bytes}"
         )
     if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
-        return earlier
+        return Sent(earlier.id, TurnStatus(earlier.status))
     turn_id = new_id()
     for attempt in range(MAX_ACTIVATION_RACES + 1):
         turn = Turn(id=turn_id, ws_id=ws_id, message=message, origin=origin, idempotency_key=idempotency_key)
@@ -59,12 +69,10 @@ def send(
             # The same key raced in from a second request: the one stored first is the answer.
             if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
                 raise
-            return earlier
+            return Sent(earlier.id, TurnStatus(earlier.status))
         if started is not None:
             rt.queue.model_step(started, 0)
-        if started == turn.id:
-            turn.status = TurnStatus.ACTIVE
-        return turn
+        return Sent(turn.id, TurnStatus.ACTIVE if started == turn.id else TurnStatus.QUEUED)
     raise AssertionError("unreachable: the last attempt never starts a turn")
 
 
@@ -72,6 +80,8 @@ def _store(rt: Runtime, turn: Turn, start: bool) -> str | None:
     """One transaction: the new turn, and the start of the workstream's oldest queued turn if
     none is active (this one, unless an older one waits); the id of the turn it started."""
     with ordered(rt, turn.ws_id) as out, rt.db.session() as s:
+        if start and _start_at_once(rt, s, out, turn):
+            return turn.id
         ws = s.get(Workstream, turn.ws_id)
         if ws is None:
             raise NotFoundError(f"no workstream {turn.ws_id}")
@@ -83,6 +93,31 @@ def _store(rt: Runtime, turn: Turn, start: bool) -> str | None:
         if started != turn.id:
             out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
         return started
+
+
+def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: Turn) -> bool:
+    """The common case, in fewer statements: an idle workstream with nothing queued (not a
+    sub-agent's) takes `turn` as its active one, and the turn is stored started. False, with
+    nothing written, for any other case: the general path sorts it out (and says what is wrong)."""
+    if _has_queued(s, turn.ws_id):
+        return False  # the oldest goes first
+    taken = s.exec(
+        update(Workstream)
+        .where(
+            col(Workstream.id) == turn.ws_id,
+            col(Workstream.active_turn_id).is_(None),
+            col(Workstream.parent_call_row).is_(None),
+        )
+        .values(active_turn_id=turn.id, state=WorkstreamState.THINKING, updated_at=utcnow())
+    )
+    if taken.rowcount != 1:
+        return False
+    turn.status, turn.phase = TurnStatus.ACTIVE, TurnPhase.MODEL
+    turn.started_at = turn.enqueued_at = rt.db.now()
+    s.add(turn)
+    s.flush()  # an idempotency key's clash shows here
+    _begin(s, out, turn)
+    return True
 
 
 def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
@@ -138,14 +173,19 @@ def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | Non
     )
     if started.rowcount != 1:
         raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
+    _begin(s, out, turn)
+    return turn.id
+
+
+def _begin(s: Session, out: Outbox, turn: Turn) -> None:
+    """Inside the transaction that starts `turn`: its message joins the conversation."""
     recording.turn_started(s)
     # A turn that something other than a person started (a watch) says so, stored and shown.
     origin = turn.origin if turn.origin != "user" else None
-    s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.message, origin=origin))
+    s.add(Message(ws_id=turn.ws_id, turn_id=turn.id, role="user", content=turn.message, origin=origin))
     marked: dict[str, Any] = {"origin": origin} if origin else {}
     out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
-    return turn.id
 
 
 def end_turn(

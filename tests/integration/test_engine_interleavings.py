@@ -117,6 +117,42 @@ def test_a_queued_turn_that_starts_while_it_is_withdrawn_is_cancelled_as_the_run
     assert len(model_server.history) == 1
 
 
+def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_four_statements(rt):
+    ws = workstreams.create(rt, name="quick")
+    statements: list[str] = []
+    commits: list[str] = []
+
+    def note(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if not statement.startswith("BEGIN") and not commits:  # the send's own transaction
+            statements.append(statement.split()[0])
+
+    event.listen(rt.db.engine, "before_cursor_execute", note)
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    sent = turns.send(rt, ws.id, "hello")
+    # the queue looked at, the workstream taken, the turn and its message stored
+    assert statements == ["SELECT", "UPDATE", "INSERT", "INSERT"]
+    assert sent.status == TurnStatus.ACTIVE
+    turn = load(rt, Turn, sent.id)
+    assert (turn.status, turn.phase, turn.attempt) == (TurnStatus.ACTIVE, TurnPhase.MODEL, 0)
+    assert turn.started_at is not None and turn.enqueued_at is not None
+    stored = load(rt, Workstream, ws.id)
+    assert stored.active_turn_id == sent.id and stored.state == WorkstreamState.THINKING
+    assert event_types(rt, ws.id)[-2:] == [("message", None), ("state_change", "thinking")]
+
+
+def test_a_send_to_an_idle_workstream_whose_older_turn_still_waits_queues_behind_it(rt):
+    # A turn's end commits before it starts the next queued one: a send in between finds the
+    # workstream idle, and must not start its own turn before the one that waited longer.
+    ws = workstreams.create(rt, name="fifo")
+    with rt.db.session() as s:
+        s.add(Turn(id="older", ws_id=ws.id, message="first in line"))
+    sent = turns.send(rt, ws.id, "second in line")
+    assert sent.status == TurnStatus.QUEUED
+    assert load(rt, Turn, "older").status == TurnStatus.ACTIVE
+    assert load(rt, Workstream, ws.id).active_turn_id == "older"
+    assert load(rt, Turn, sent.id).status == TurnStatus.QUEUED
+
+
 def test_a_racing_activator_cannot_restart_a_finished_turn(rt):
     if not rt.db.is_postgresql:
         pytest.skip("SQLite runs each activation as one write-locked transaction: no race")
