@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -225,9 +225,14 @@ def end_turn(
     return state
 
 
+# Built once: every send and every turn's end asks it.
+_QUEUED = (
+    select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
+)
+
+
 def _has_queued(s: Session, ws_id: str) -> bool:
-    queued = select(Turn.id).where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED).limit(1)
-    return s.exec(queued).first() is not None
+    return s.exec(_QUEUED, params={"ws_id": ws_id}).first() is not None
 
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
