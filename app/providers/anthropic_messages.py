@@ -230,8 +230,10 @@ def _block_start(
     if kind == "text":
         texts[index] = _PartialText(citations=_citations(block, sources))
     elif kind in ("tool_use", "server_tool_use"):
-        call_id = fields.text(block.get("id"), "a tool use's id") or ""
-        name = fields.text(block.get("name"), "a tool use's name") or ""
+        call_id = fields.text(block.get("id"), "a tool use's id")
+        name = fields.text(block.get("name"), "a tool use's name")
+        if not call_id or not name:  # its result could not be paired with it, nor the tool found
+            raise fields.malformed(f"a {kind} block without its id or name")
         # a server_tool_use: the server runs it; the block is kept, to be sent back
         kept = dict(block) if kind == "server_tool_use" else None
         tool_uses[index] = _PartialToolUse(call_id, name, server_block=kept)

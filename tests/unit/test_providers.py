@@ -477,6 +477,8 @@ MALFORMED_EVENTS = {
         '{"type": "content_block_start", "content_block": {"type": "text", "text": ""}}',
         '{"type": "content_block_start", "index": "0", "content_block": {"type": "text", "text": ""}}',
         '{"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": 1}}',
+        '{"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "name": "bash"}}',
+        '{"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use"}}',
         '{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "citations": {}}}',
         '{"type": "content_block_delta", "index": 0, "delta": null}',
         '{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}}',
