@@ -177,12 +177,12 @@ def _delta_events(
     annotations = delta.get("annotations")
     for url, title in cited(annotations if isinstance(annotations, list) else []):
         sources.add(url, title)
-    # vLLM and llama.cpp stream thinking as `reasoning_content`; others call it `reasoning`.
-    thinking = fields.text(delta.get("reasoning_content"), "reasoning_content") or fields.text(
-        delta.get("reasoning"), "reasoning"
-    )
-    if thinking:
-        yield events.reasoning(thinking)
+    # vLLM and llama.cpp stream thinking as `reasoning_content`; others call it `reasoning`
+    # (a few send an object of their own there: only text is shown, as before).
+    for thinking in (delta.get("reasoning_content"), delta.get("reasoning")):
+        if isinstance(thinking, str) and thinking:
+            yield events.reasoning(thinking)
+            break
     if content := fields.text(delta.get("content"), "content"):
         yield events.content(content)
     for piece in fields.items(delta.get("tool_calls"), "tool_calls"):

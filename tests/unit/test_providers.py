@@ -460,7 +460,6 @@ MALFORMED_EVENTS = {
         '{"choices": [null]}',
         '{"choices": [{"delta": "x"}]}',
         '{"choices": [{"delta": {"content": 5}}]}',
-        '{"choices": [{"delta": {"reasoning_content": ["a"]}}]}',
         '{"choices": [{"delta": {"tool_calls": {"index": 0}}}]}',
         '{"choices": [{"delta": {"tool_calls": [{"index": "0"}]}}]}',
         '{"choices": [{"delta": {"tool_calls": [{"index": true}]}}]}',
@@ -516,6 +515,17 @@ def test_a_server_that_only_sends_malformed_events_gives_up_saying_what_was_wron
     said = {"openai": "content is a number, not a string", "anthropic": "message_start's message is null"}
     assert f"malformed event ({said[provider]}" in str(caught.value)
     assert len(server.history) == 2
+
+
+def test_reasoning_that_is_not_text_is_left_out_and_the_reply_kept(server):
+    raw = '{"choices": [{"delta": {"reasoning": {"summary": "private"}, "reasoning_content": ["a"]}}]}'
+    server.enqueue(Reply(text="Kept whole", raw_event=raw))
+
+    events = reply_events(model_for(server, "openai"))
+
+    assert "".join(e.text for e in of_kind(events, "content")) == "Kept whole"
+    assert of_kind(events, "reasoning") == []
+    assert len(server.history) == 1
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
