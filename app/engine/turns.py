@@ -101,16 +101,7 @@ def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: Turn) -> bool:
     nothing written, for any other case: the general path sorts it out (and says what is wrong)."""
     if _has_queued(s, turn.ws_id):
         return False  # the oldest goes first
-    taken = s.exec(
-        update(Workstream)
-        .where(
-            col(Workstream.id) == turn.ws_id,
-            col(Workstream.active_turn_id).is_(None),
-            col(Workstream.parent_call_row).is_(None),
-        )
-        .values(active_turn_id=turn.id, state=WorkstreamState.THINKING, updated_at=utcnow())
-    )
-    if taken.rowcount != 1:
+    if not _take(s, turn.ws_id, turn.id, col(Workstream.parent_call_row).is_(None)):
         return False
     turn.status, turn.phase = TurnStatus.ACTIVE, TurnPhase.MODEL
     turn.started_at = turn.enqueued_at = rt.db.now()
@@ -158,12 +149,7 @@ def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | Non
     ).first()
     if turn is None:
         return None
-    taken = s.exec(
-        update(Workstream)
-        .where(col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None))
-        .values(active_turn_id=turn.id, state=WorkstreamState.THINKING, updated_at=utcnow())
-    )
-    if taken.rowcount != 1:
+    if not _take(s, ws_id, turn.id):
         return None  # another turn is active; this one starts when it ends
     now = rt.db.now()
     started = s.exec(
@@ -175,6 +161,16 @@ def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | Non
         raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
     _begin(s, out, turn)
     return turn.id
+
+
+def _take(s: Session, ws_id: str, turn_id: str, *also: Any) -> bool:
+    """The idle workstream (where `also` holds too) takes `turn_id` as its active turn."""
+    taken = s.exec(
+        update(Workstream)
+        .where(col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None), *also)
+        .values(active_turn_id=turn_id, state=WorkstreamState.THINKING, updated_at=utcnow())
+    )
+    return bool(taken.rowcount == 1)
 
 
 def _begin(s: Session, out: Outbox, turn: Turn) -> None:
