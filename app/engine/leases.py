@@ -10,16 +10,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Interval, Update, bindparam, case, func, or_, update
+from sqlalchemy import DateTime, Interval, Update, bindparam, case, or_, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
 from app.errors import StaleAttemptError
 from app.events import Fence
 from app.runtime import Runtime
+from app.storage.database import Database
 from app.storage.models import Turn, TurnStatus
 
 
@@ -27,8 +28,7 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int]
     """Take the turn's `phase` at `step` for this task: its fence and how many times the phase
     has now been claimed; None when that is not ours to run."""
     with rt.db.session() as s:
-        params = {"turn_id": turn_id, "of_phase": phase, "at_step": step, **_clock(rt)}
-        turn = _updated(s, _CLAIM, params)
+        turn = _updated(rt, s, _CLAIM, turn_id=turn_id, of_phase=phase, at_step=step)
         if turn is None:
             return None
         fence, attempts = Fence(turn_id, turn.attempt), turn.step_claims
@@ -93,7 +93,7 @@ def check(rt: Runtime, s: Session, fence: Fence) -> Turn:
 
     The heartbeat is refreshed only while it is held: a phase that has released its
     claim (parked, handed on) must not look claimed again to the next phase's task."""
-    turn = _updated(s, _CHECK, {"turn_id": fence.turn_id, "fenced_attempt": fence.attempt, **_clock(rt)})
+    turn = _updated(rt, s, _CHECK, turn_id=fence.turn_id, fenced_attempt=fence.attempt)
     if turn is None:
         raise StaleAttemptError(fence.turn_id)
     return turn
@@ -102,7 +102,7 @@ def check(rt: Runtime, s: Session, fence: Fence) -> Turn:
 class _Leased:
     """An update of one turn's lease, built once per kind of database (building one cost more
     than running it, on every claim and every fenced write): `where` and `values` make its
-    clauses from the lease clock's `now` and `stale` (see `_clock`); it takes `turn_id` and
+    clauses from the lease clock's `now` and `stale` (see `_updated`); it takes `turn_id` and
     the parameters its clauses name (not a column's name: an update keeps those for itself)."""
 
     def __init__(
@@ -111,13 +111,13 @@ class _Leased:
         self._where, self._values = where, values
         self._built: dict[tuple[bool, bool], Update] = {}
 
-    def statement(self, server_clock: bool, returning: bool) -> Update:
-        built = self._built.get((server_clock, returning))
+    def statement(self, db: Database, returning: bool) -> Update:
+        built = self._built.get((db.is_postgresql, returning))
         if built is None:
             now: Any
             stale: Any
-            if server_clock:
-                now = func.clock_timestamp()
+            if db.is_postgresql:  # the server's clock, read by the statement (`Database.now`)
+                now = db.now()
                 stale = now - bindparam("stale_after", type_=Interval())
             else:  # typed as the lease columns are (SQLModel's datetime)
                 now, stale = bindparam("now", type_=DateTime()), bindparam("stale", type_=DateTime())
@@ -127,18 +127,8 @@ class _Leased:
                 .values(**self._values(now, stale))
             )
             built = statement.returning(Turn) if returning else statement
-            self._built[server_clock, returning] = built
+            self._built[db.is_postgresql, returning] = built
         return built
-
-
-def _clock(rt: Runtime) -> dict[str, Any]:
-    """The lease clock's parameters: on PostgreSQL the statement reads the server's clock itself
-    (as `Database.now` explains) and only the stale period is passed; elsewhere, this machine's."""
-    stale_after = timedelta(seconds=rt.settings.stale_after_seconds)
-    if rt.db.is_postgresql:
-        return {"stale_after": stale_after}
-    now = datetime.now(UTC)
-    return {"now": now, "stale": now - stale_after}
 
 
 _CLAIM = _Leased(
@@ -160,15 +150,21 @@ _CHECK = _Leased(
 )
 
 
-def _updated(s: Session, leased: _Leased, params: dict[str, Any]) -> Turn | None:
+def _updated(rt: Runtime, s: Session, leased: _Leased, **params: Any) -> Turn | None:
     """Run an update of one turn; the turn as it now is, or None when no row matched. Where
-    the database returns rows from an update (PostgreSQL, SQLite 3.35+) that is one statement."""
-    dialect = s.get_bind().dialect
-    server_clock = dialect.name == "postgresql"
-    if dialect.update_returning:
-        returning = leased.statement(server_clock, returning=True)
+    the database returns rows from an update (PostgreSQL, SQLite 3.35+) that is one statement.
+    The lease clock: on PostgreSQL the statement reads the server's; elsewhere `now` and
+    `stale` are this machine's, passed in."""
+    stale_after = timedelta(seconds=rt.settings.stale_after_seconds)
+    if rt.db.is_postgresql:
+        params["stale_after"] = stale_after
+    else:
+        now = rt.db.now()
+        params.update(now=now, stale=now - stale_after)
+    if s.get_bind().dialect.update_returning:
+        returning = leased.statement(rt.db, returning=True)
         return s.scalars(returning, params, execution_options={"populate_existing": True}).first()
-    if s.exec(leased.statement(server_clock, returning=False), params=params).rowcount != 1:
+    if s.exec(leased.statement(rt.db, returning=False), params=params).rowcount != 1:
         return None
     return s.get(Turn, params["turn_id"], populate_existing=True)
 
