@@ -125,8 +125,9 @@ class ToolDefinition:
             notes.append(self.meta["cwd_note"].replace("{working_dir}", working_dir))
         if "workspace_note" in self.meta and workspace_dir is not None:
             notes.append(self.meta["workspace_note"].replace("{workspace_dir}", workspace_dir))
-        function = {"name": self.name, "description": " ".join(notes), "parameters": parameters}
-        return frozen({"type": "function", "function": function})
+        # `parameters` is frozen already (parameters_for): only the two dicts around it are new.
+        function = Shared(name=self.name, description=" ".join(notes), parameters=parameters)
+        return Shared(type="function", function=function)
 
 
 def _overlay_parameters(base: Mapping[str, Any], overlay: Mapping[str, Any] | None) -> dict:
