@@ -106,6 +106,12 @@ return 0
 PUBLISHED_GRACE_SECONDS = 60  # a retry's marker outlives the retry window by this much
 
 
+def event_time() -> float:
+    """An event's `ts`: Unix seconds to the microsecond, so that two events of one hop a
+    fraction of a millisecond apart still say which came first and how far apart."""
+    return round(time.time(), 6)
+
+
 class EventType:
     """The event type names clients see (docs/events.md describes each)."""
 
@@ -318,7 +324,7 @@ class EventLog:
         return None if int(result) < 0 else int(result)
 
     def _publish_call(self, ws_id: str, event: NewEvent, token: str, marker_ttl: int) -> ScriptCall:
-        body = {"ws_id": ws_id, "turn_id": event.turn_id, "type": event.type, "ts": round(time.time(), 3)}
+        body = {"ws_id": ws_id, "turn_id": event.turn_id, "type": event.type, "ts": event_time()}
         body.update(event.fields)
         fence = event.fence
         fence_key = keys.turn_fence(fence.turn_id) if fence else keys.turn_fence("-")

@@ -4,7 +4,6 @@ that names the parent's `task_agent` call and the child, so one page can follow 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ import redis
 from redis.lock import Lock
 from sqlmodel import select
 
-from app.events import EventLog, Fence, NewEvent, ScriptCall
+from app.events import EventLog, Fence, NewEvent, ScriptCall, event_time
 from app.settings import Settings
 from app.storage.database import Database
 from app.storage.models import Workstream
@@ -137,12 +136,9 @@ class FamilyEventLog(EventLog):
     def _echo_of(
         link: Link, ws_id: str, event_id: int, type_: str, turn_id: str | None, fields: dict[str, Any]
     ) -> NewEvent:
-        # Unfenced: the child's own publish was the fenced one.
-        event = {"id": event_id, "ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": _now(), **fields}
+        # Unfenced: the child's own publish was the fenced one. Its time is the echo's own, a
+        # moment after the child's event's (whose `ts` the publish does not return).
+        ts = event_time()
+        event = {"id": event_id, "ws_id": ws_id, "turn_id": turn_id, "type": type_, "ts": ts, **fields}
         tags = {"call_id": link.call_id, "child_ws_id": ws_id}
         return NewEvent(SUBAGENT_EVENT, link.turn_id, None, {"event": event, **tags})
-
-
-def _now() -> float:
-    """The echo's time, a moment after the child's own event's (its `ts` is not returned)."""
-    return round(time.time(), 3)

@@ -57,6 +57,19 @@ def test_ids_increase_per_workstream_and_replay_returns_what_follows(client):
     assert log.last_id("ws1") == ids[-1]
 
 
+def test_an_events_time_is_to_the_microsecond_and_never_goes_back(client):
+    # Hops of a turn are a fraction of a millisecond: times cut to the millisecond cannot tell
+    # them apart (twenty events all on whole milliseconds: about one chance in 10^60).
+    log = EventLog(client, maxlen=100)
+    before = time.time()
+    for n in range(20):
+        log.publish("ws1", "content", text=str(n))
+    stamps = [e["ts"] for e in log.replay("ws1", after=0)[0]]
+    assert before - 0.001 <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= time.time()
+    assert any(round(ts * 1000) != ts * 1000 for ts in stamps)
+    assert all(round(ts, 6) == ts for ts in stamps)
+
+
 def test_the_live_channel_carries_the_same_events_in_id_order(client):
     log = EventLog(client, maxlen=100)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
