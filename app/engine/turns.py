@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import bindparam, exists, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -99,9 +99,7 @@ def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: Turn) -> bool:
     """The common case, in fewer statements: an idle workstream with nothing queued (not a
     sub-agent's) takes `turn` as its active one, and the turn is stored started. False, with
     nothing written, for any other case: the general path sorts it out (and says what is wrong)."""
-    if _has_queued(s, turn.ws_id):
-        return False  # the oldest goes first
-    if not _take(s, turn.ws_id, turn.id, col(Workstream.parent_call_row).is_(None)):
+    if not _take(s, turn.ws_id, turn.id, at_once=True):
         return False
     turn.status, turn.phase = TurnStatus.ACTIVE, TurnPhase.MODEL
     turn.started_at = turn.enqueued_at = rt.db.now()
@@ -163,14 +161,25 @@ def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | Non
     return turn.id
 
 
-def _take(s: Session, ws_id: str, turn_id: str, *also: Any) -> bool:
-    """The idle workstream (where `also` holds too) takes `turn_id` as its active turn."""
-    taken = s.exec(
-        update(Workstream)
-        .where(col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None), *also)
-        .values(active_turn_id=turn_id, state=WorkstreamState.THINKING, updated_at=utcnow())
-    )
-    return bool(taken.rowcount == 1)
+def _take(s: Session, ws_id: str, turn_id: str, at_once: bool = False) -> bool:
+    """The idle workstream takes `turn_id` as its active turn; `at_once` (a send's new turn)
+    only when it is no sub-agent's and no older turn waits on it, which the oldest would be."""
+    params = {"ws_id": ws_id, "turn_id": turn_id, "now": utcnow()}
+    return bool(s.exec(_TAKE_AT_ONCE if at_once else _TAKE, params=params).rowcount == 1)
+
+
+# Built once, as every send and every turn's end runs them. Not synchronised with the session:
+# its evaluator would read a bind parameter as a value; no caller reads the row it loaded after.
+_TAKE = (
+    update(Workstream)
+    .where(col(Workstream.id) == bindparam("ws_id"), col(Workstream.active_turn_id).is_(None))
+    .values(active_turn_id=bindparam("turn_id"), state=WorkstreamState.THINKING, updated_at=bindparam("now"))
+    .execution_options(synchronize_session=False)
+)
+_QUEUED = (
+    select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
+)
+_TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
 
 
 def _begin(s: Session, out: Outbox, turn: Turn) -> None:
@@ -219,12 +228,6 @@ def end_turn(
         ws_id = turn.ws_id
         out.after(lambda rt: activate_next(rt, ws_id))
     return state
-
-
-# Built once: every send and every turn's end asks it.
-_QUEUED = (
-    select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
-)
 
 
 def _has_queued(s: Session, ws_id: str) -> bool:
