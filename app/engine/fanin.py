@@ -43,9 +43,12 @@ FAILED_ANSWER = "Error: the sub-agent failed: {error}"
 PASSING_FAULTS = (sa_exc.OperationalError, sa_exc.InterfaceError, redis.RedisError)
 
 
-def record_end(s: Session, out: Outbox, turn: Turn, status: str, error: str | None) -> None:
+def record_end(
+    s: Session, out: Outbox, turn: Turn, status: str, error: str | None, has_children: bool
+) -> None:
     """Inside the transaction that ends `turn`: a child records its answer; a turn that
-    started children has those still running stopped once the end is committed."""
+    started children (`has_children`, read by the caller) has those still running stopped
+    once the end is committed."""
     ws = s.get(Workstream, turn.ws_id)
     if ws is not None and ws.kind == TASK and ws.parent_call_row is not None:
         output, is_error = _answer(s, turn, status, error)
@@ -56,7 +59,7 @@ def record_end(s: Session, out: Outbox, turn: Turn, status: str, error: str | No
         )
         child_id = ws.id
         out.after(lambda rt: _quietly(rt, "delivering the answer of sub-agent", child_id, deliver))
-    if s.exec(select(Workstream.id).where(Workstream.parent_turn_id == turn.id).limit(1)).first():
+    if has_children:
         turn_id = turn.id
         out.after(lambda rt: _quietly(rt, "stopping the sub-agents of turn", turn_id, stop_children))
 

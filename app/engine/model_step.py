@@ -55,10 +55,7 @@ def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> N
 
 def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     with rt.db.reader() as s:
-        turn = s.get(Turn, fence.turn_id)
-        assert turn is not None
-        ws = s.get(Workstream, turn.ws_id)
-        assert ws is not None
+        turn, ws = turns.with_workstream(s, fence.turn_id)
         # Only the rows this worker has not seen are loaded, and made into entries.
         entries = rt.conversations.model_entries(s, ws.id, conversation.model_entry)
     publish = _publisher(rt, ws.id, fence)

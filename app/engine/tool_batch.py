@@ -52,10 +52,7 @@ def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> N
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
     with rt.db.reader() as s:
-        turn = s.get(Turn, fence.turn_id)
-        assert turn is not None
-        ws = s.get(Workstream, turn.ws_id)
-        assert ws is not None
+        turn, ws = turns.with_workstream(s, fence.turn_id)
         rows = calls.batch(s, turn.id, step)
     _interrupt_orphans(rt, fence, rows)
     read_paths: set[str] = set(ws.read_paths)

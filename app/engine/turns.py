@@ -180,6 +180,11 @@ _QUEUED = (
     select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
 )
 _TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
+# What a turn's end leads to, in one read: sub-agents it started (to stop), a turn queued next.
+_AFTER_END = select(
+    exists(select(Workstream.id).where(col(Workstream.parent_turn_id) == bindparam("turn_id"))),
+    exists(_QUEUED),
+)
 
 
 def _begin(s: Session, out: Outbox, turn: Turn) -> None:
@@ -220,18 +225,28 @@ def end_turn(
     if status == TurnStatus.CANCELLED:
         out.add(EventType.CANCELLED, turn_id=turn.id, fence=fence)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
-    fanin.record_end(s, out, turn, status, error)
+    # A queued turn is looked for under the workstream's ordering lock: a send that stores a
+    # turn after this commits finds the workstream idle and starts its turn itself.
+    has_children, has_queued = s.exec(_AFTER_END, params={"turn_id": turn.id, "ws_id": turn.ws_id}).one()
+    fanin.record_end(s, out, turn, status, error, has_children=bool(has_children))
     recording.turn_finished(s, status)
-    # Looked for under the workstream's ordering lock: a send that stores a turn after this
-    # commits finds the workstream idle and starts its turn itself, so none is left waiting.
-    if _has_queued(s, turn.ws_id):
+    if has_queued:
         ws_id = turn.ws_id
         out.after(lambda rt: activate_next(rt, ws_id))
     return state
 
 
-def _has_queued(s: Session, ws_id: str) -> bool:
-    return s.exec(_QUEUED, params={"ws_id": ws_id}).first() is not None
+def with_workstream(s: Session, turn_id: str) -> tuple[Turn, Workstream]:
+    """A turn and its workstream, read in one statement (a phase begins with both)."""
+    found = s.exec(_WITH_WORKSTREAM, params={"turn_id": turn_id}).one()
+    return found[0], found[1]
+
+
+_WITH_WORKSTREAM = (
+    select(Turn, Workstream)
+    .join(Workstream, col(Workstream.id) == col(Turn.ws_id))
+    .where(col(Turn.id) == bindparam("turn_id"))
+)
 
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
