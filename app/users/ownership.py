@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import bindparam, select
 from sqlmodel import col
 
 from app.errors import NotFoundError
@@ -29,9 +30,13 @@ def owner_for_child(parent: Workstream) -> str | None:
 
 
 def can_see(principal: Principal, ws: Workstream) -> bool:
+    return _may_see(principal, ws.owner_id)
+
+
+def _may_see(principal: Principal, owner_id: str | None) -> bool:
     if principal.is_admin:
         return True
-    return ws.owner_id is not None and ws.owner_id == principal.user_id
+    return owner_id is not None and owner_id == principal.user_id
 
 
 def visible_clause(principal: Principal) -> Any:
@@ -43,11 +48,13 @@ def visible_clause(principal: Principal) -> Any:
     return col(Workstream.owner_id) == principal.user_id
 
 
-def require_workstream(rt: Runtime, principal: Principal, ws_id: str) -> Workstream:
-    """The workstream, when `principal` may see it; NotFoundError (404) when it does not exist
-    or is someone else's: the same answer, so an id says nothing about who owns it."""
-    with rt.db.reader() as s:
-        ws = s.get(Workstream, ws_id)
-    if ws is None or not can_see(principal, ws):
+def require_workstream(rt: Runtime, principal: Principal, ws_id: str) -> None:
+    """NotFoundError (404) when the workstream does not exist or `principal` may not see it
+    (someone else's): the same answer, so an id says nothing about who owns it."""
+    with rt.db.reader() as s:  # its owner only, without the ORM: every request naming one asks
+        found = s.connection().execute(_OWNER, {"ws_id": ws_id}).first()
+    if found is None or not _may_see(principal, found.owner_id):
         raise NotFoundError(f"no workstream {ws_id}")
-    return ws
+
+
+_OWNER = select(col(Workstream.owner_id)).where(col(Workstream.id) == bindparam("ws_id"))
