@@ -44,20 +44,25 @@ PASSING_FAULTS = (sa_exc.OperationalError, sa_exc.InterfaceError, redis.RedisErr
 
 
 def record_end(
-    s: Session, out: Outbox, turn: Turn, status: str, error: str | None, has_children: bool
+    s: Session,
+    out: Outbox,
+    turn: Turn,
+    status: str,
+    error: str | None,
+    answers_parent: bool,
+    has_children: bool,
 ) -> None:
-    """Inside the transaction that ends `turn`: a child records its answer; a turn that
-    started children (`has_children`, read by the caller) has those still running stopped
-    once the end is committed."""
-    ws = s.get(Workstream, turn.ws_id)
-    if ws is not None and ws.kind == TASK and ws.parent_call_row is not None:
+    """Inside the transaction that ends `turn`: a child (`answers_parent`: a sub-agent's turn)
+    records its answer; a turn that started children (`has_children`) has those still running
+    stopped once the end is committed. The caller has read both."""
+    if answers_parent:
         output, is_error = _answer(s, turn, status, error)
         s.exec(
             update(Workstream)
-            .where(col(Workstream.id) == ws.id, col(Workstream.task_output).is_(None))
+            .where(col(Workstream.id) == turn.ws_id, col(Workstream.task_output).is_(None))
             .values(task_output=output, task_is_error=is_error)
         )
-        child_id = ws.id
+        child_id = turn.ws_id
         out.after(lambda rt: _quietly(rt, "delivering the answer of sub-agent", child_id, deliver))
     if has_children:
         turn_id = turn.id

@@ -179,9 +179,6 @@ def _store_reply(
     prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, asked)
     with ordered(rt, ws.id) as out, fenced(rt, fence) as (s, turn):
         mark.send_with(out)
-        fresh = s.get(Workstream, ws.id, populate_existing=True)
-        assert fresh is not None
-        ws = fresh
         if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
             end_as, prepared = TurnStatus.CANCELLED, []
         s.add(
@@ -196,7 +193,14 @@ def _store_reply(
                 server_blocks=reply.server_blocks or None,
             )
         )
-        _keep_found(s, ws, tools, reply, prepared)
+        found = _found(tools, reply, prepared)
+        if found or prepared:  # what they change is merged into the workstream as it now is
+            fresh = s.get(Workstream, ws.id, populate_existing=True)
+            assert fresh is not None
+            ws = fresh
+        if found:
+            ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
+            s.add(ws)
         if not prepared:
             turns.end_turn(s, out, turn, end_as, fence=fence)
         else:
@@ -205,16 +209,11 @@ def _store_reply(
         rt.queue.tool_batch(turn.id, step, claim)
 
 
-def _keep_found(
-    s: Any, ws: Workstream, tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedCall, Any]]
-) -> None:
-    """The provider's own tool search found tools (it referenced them, or the model called
-    one): they join the workstream's expanded tools, as `tool_search` would add them."""
+def _found(tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedCall, Any]]) -> list[str]:
+    """Deferred tools the provider's own tool search found (it referenced them, or the model
+    called one): they join the workstream's expanded tools, as `tool_search` would add them."""
     named = referenced_tools(reply.server_blocks) + [p.func_name for p, _c in prepared if p.error is None]
-    found = [name for name in named if tools.is_deferred(name)]
-    if found:
-        ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
-        s.add(ws)
+    return [name for name in named if tools.is_deferred(name)]
 
 
 def _park_or_go(

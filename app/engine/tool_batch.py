@@ -65,9 +65,9 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
 
     if len(to_run) == 1:  # its result is stored in the transaction that ends the batch
         ran = _run_one(rt, fence, ws, to_run[0], read_paths, cancelled, hold_result=True)
-        return _advance(rt, fence, ws.id, step, read_paths, ran)
+        return _advance(rt, fence, ws, step, read_paths, ran)
     run_calls(in_lanes, run_lane)
-    _advance(rt, fence, ws.id, step, read_paths)
+    _advance(rt, fence, ws, step, read_paths)
 
 
 def _interrupt_orphans(rt: Runtime, fence: Fence, rows: list[ToolCall]) -> None:
@@ -175,11 +175,12 @@ def _context(
 
 
 def _advance(
-    rt: Runtime, fence: Fence, ws_id: str, step: int, read_paths: set[str], ran: Ran | None = None
+    rt: Runtime, fence: Fence, ws: Workstream, step: int, read_paths: set[str], ran: Ran | None = None
 ) -> None:
     """Store every result as a tool message (`ran`: a call's result not yet stored), then the
     next model step (or the cancelled end); with calls still waiting, park the turn until they
-    finish."""
+    finish. `ws` is the workstream as the batch read it."""
+    ws_id = ws.id
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
         if ran is not None and _finish(s, *ran):
             calls.announce(rt, ran[0], fence, out)
@@ -189,13 +190,13 @@ def _advance(
                 calls.announce(rt, row, fence, out)
             calls.answer(s, turn, step)  # read again: a waiting call may have ended beside the cancel
         elif calls.any_waiting(rows):
-            return _park(rt, s, turn, ws_id, read_paths)
+            return _park(rt, s, turn, ws, read_paths)
         else:
             calls.answer(s, turn, step, rows)  # none waiting: every call had ended when read
         if turn.feedback:
             s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.feedback))
             turn.feedback = None
-        _keep_read_paths(s, ws_id, read_paths)
+        _keep_read_paths(s, ws, read_paths)
         if turn.cancel_requested:
             turns.end_turn(s, out, turn, TurnStatus.CANCELLED, fence=fence)
             return
@@ -209,17 +210,21 @@ def _advance(
     rt.queue.model_step(turn.id, step + 1, claim)
 
 
-def _park(rt: Runtime, s: Session, turn: Turn, ws_id: str, read_paths: set[str]) -> None:
+def _park(rt: Runtime, s: Session, turn: Turn, ws: Workstream, read_paths: set[str]) -> None:
     """Some call finishes later: no worker holds the turn until the last one does."""
-    _keep_read_paths(s, ws_id, read_paths)
+    _keep_read_paths(s, ws, read_paths)
     turn.phase = TurnPhase.AWAITING
     let_go(turn)
     turn.phase_started_at = turn.enqueued_at = rt.db.now()
     s.add(turn)
 
 
-def _keep_read_paths(s: Session, ws_id: str, read_paths: set[str]) -> None:
-    ws = s.get(Workstream, ws_id, populate_existing=True)
+def _keep_read_paths(s: Session, read: Workstream, read_paths: set[str]) -> None:
+    """Paths the batch's calls read join the workstream's (as it now is); when they read
+    none that it had not when the batch began, there is nothing to store."""
+    if read_paths <= set(read.read_paths):
+        return
+    ws = s.get(Workstream, read.id, populate_existing=True)
     assert ws is not None
     ws.read_paths = sorted(set(ws.read_paths) | read_paths)
     s.add(ws)

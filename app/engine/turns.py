@@ -25,6 +25,7 @@ from app.storage.models import (
     WorkstreamState,
     utcnow,
 )
+from app.tools.tool import TASK
 
 MAX_ACTIVATION_RACES = 5
 
@@ -180,10 +181,20 @@ _QUEUED = (
     select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
 )
 _TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
-# What a turn's end leads to, in one read: sub-agents it started (to stop), a turn queued next.
+# What a turn's end leads to, in one read: whether it answers a parent's call (a sub-agent's),
+# sub-agents it started (to stop), a turn queued next.
 _AFTER_END = select(
+    col(Workstream.kind),
+    col(Workstream.parent_call_row),
     exists(select(Workstream.id).where(col(Workstream.parent_turn_id) == bindparam("turn_id"))),
     exists(_QUEUED),
+).where(col(Workstream.id) == bindparam("ws_id"))
+# The end of a turn frees its workstream (not synchronised: see _TAKE).
+_FREE = (
+    update(Workstream)
+    .where(col(Workstream.id) == bindparam("ws_id"), col(Workstream.active_turn_id) == bindparam("turn_id"))
+    .values(active_turn_id=None, state=bindparam("new_state"), updated_at=bindparam("now"))
+    .execution_options(synchronize_session=False)
 )
 
 
@@ -215,11 +226,7 @@ def end_turn(
     turn.error = error
     s.add(turn)
     state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
-    s.exec(
-        update(Workstream)
-        .where(col(Workstream.id) == turn.ws_id, col(Workstream.active_turn_id) == turn.id)
-        .values(active_turn_id=None, state=state, updated_at=utcnow())
-    )
+    s.exec(_FREE, params={"ws_id": turn.ws_id, "turn_id": turn.id, "new_state": state, "now": utcnow()})
     if error is not None:
         out.add(EventType.ERROR, turn_id=turn.id, fence=fence, message=error)
     if status == TurnStatus.CANCELLED:
@@ -227,8 +234,11 @@ def end_turn(
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
     # A queued turn is looked for under the workstream's ordering lock: a send that stores a
     # turn after this commits finds the workstream idle and starts its turn itself.
-    has_children, has_queued = s.exec(_AFTER_END, params={"turn_id": turn.id, "ws_id": turn.ws_id}).one()
-    fanin.record_end(s, out, turn, status, error, has_children=bool(has_children))
+    kind, parent_call_row, has_children, has_queued = s.exec(
+        _AFTER_END, params={"turn_id": turn.id, "ws_id": turn.ws_id}
+    ).one()
+    answers_parent = kind == TASK and parent_call_row is not None
+    fanin.record_end(s, out, turn, status, error, answers_parent, bool(has_children))
     recording.turn_finished(s, status)
     if has_queued:
         ws_id = turn.ws_id

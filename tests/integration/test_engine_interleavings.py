@@ -18,6 +18,7 @@ from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
 from app.runtime import Runtime
+from app.storage.database import READ_ONLY_OPTION
 from app.storage.models import Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
 from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from tests.fakes.model_server import Reply, ToolCall
@@ -117,20 +118,37 @@ def test_a_queued_turn_that_starts_while_it_is_withdrawn_is_cancelled_as_the_run
     assert len(model_server.history) == 1
 
 
+class Statements:
+    """What the engine asks the database from here on: each write transaction's statements, in
+    order (a statement as its verb and, for a write, its table; BEGIN left out), and the
+    readers'. A claim's heartbeat, a thread of its own, is left out: it beats when it will."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.writes: list[list[str]] = [[]]
+        self.reads: list[str] = []
+        event.listen(rt.db.engine, "before_cursor_execute", self._note)
+        event.listen(rt.db.engine, "commit", lambda _conn: self.writes.append([]))
+
+    def _note(self, conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.startswith("BEGIN") or threading.current_thread().name.startswith("heartbeat-"):
+            return
+        words = statement.split()
+        what = {"UPDATE": f"UPDATE {words[1]}", "INSERT": f"INSERT {words[2]}"}.get(words[0], words[0])
+        if conn.get_execution_options().get(READ_ONLY_OPTION):
+            self.reads.append(what)
+        else:
+            self.writes[-1].append(what)
+
+    def committed(self) -> list[list[str]]:
+        return [group for group in self.writes if group]
+
+
 def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_three_statements(rt):
     ws = workstreams.create(rt, name="quick")
-    statements: list[str] = []
-    commits: list[str] = []
-
-    def note(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if not statement.startswith("BEGIN") and not commits:  # the send's own transaction
-            statements.append(statement.split()[0])
-
-    event.listen(rt.db.engine, "before_cursor_execute", note)
-    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    asked = Statements(rt)
     sent = turns.send(rt, ws.id, "hello")
     # the workstream taken (idle, nothing queued on it), the turn and its message stored
-    assert statements == ["UPDATE", "INSERT", "INSERT"]
+    assert asked.committed() == [["UPDATE workstreams", "INSERT turns", "INSERT messages"]]
     assert sent.status == TurnStatus.ACTIVE
     turn = load(rt, Turn, sent.id)
     assert (turn.status, turn.phase, turn.attempt) == (TurnStatus.ACTIVE, TurnPhase.MODEL, 0)
@@ -138,6 +156,50 @@ def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_three_statem
     stored = load(rt, Workstream, ws.id)
     assert stored.active_turn_id == sent.id and stored.state == WorkstreamState.THINKING
     assert event_types(rt, ws.id)[-2:] == [("message", None), ("state_change", "thinking")]
+
+
+def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(rt, model_server):
+    ws_id, turn_id = new_turn(rt, name="plain")
+    model_server.enqueue(Reply(text="hello"))
+    asked = Statements(rt)
+    model_step.run(rt, turn_id, 0)
+    reads, writes = list(asked.reads), asked.committed()
+    assert load(rt, Turn, turn_id).status == TurnStatus.DONE
+    assert reads == ["SELECT"] * 3  # the turn with its workstream, the conversation, memories
+    assert writes == [
+        ["UPDATE turns"],  # the claim
+        # the fence checked, the answer stored, the turn ended and its workstream freed, and
+        # one read of what follows (a parent to answer, sub-agents to stop, a queued turn)
+        ["UPDATE turns", "INSERT messages", "UPDATE turns", "UPDATE workstreams", "SELECT"],
+    ]
+    assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
+
+
+def test_a_batch_whose_calls_read_no_file_ends_without_reading_its_workstream_again(
+    rt, model_server, tmp_path
+):
+    ws = workstreams.create(rt, name="bash", auto_approve=True)
+    turn_id = turns.send(rt, ws.id, "run it").id
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]))
+    model_step.run(rt, turn_id, 0)
+    asked = Statements(rt)
+    tool_batch.run(rt, turn_id, 0)
+    assert asked.committed()[-1] == [  # the batch's end
+        "UPDATE turns",  # the fence
+        "UPDATE tool_calls",  # the call's result
+        "SELECT",  # the step's calls
+        "SELECT",  # which of them the conversation already answers
+        "INSERT messages",
+        "UPDATE turns",  # on to the next model step
+        "UPDATE workstreams",  # thinking
+    ]
+    assert load(rt, Turn, turn_id).phase == TurnPhase.MODEL
+    # A batch whose call read a file keeps it among the workstream's read paths.
+    (tmp_path / "notes.txt").write_text("remember this\n")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("read_file", {"path": str(tmp_path / "notes.txt")})]))
+    model_step.run(rt, turn_id, 1)
+    tool_batch.run(rt, turn_id, 1)
+    assert str(tmp_path / "notes.txt") in load(rt, Workstream, ws.id).read_paths
 
 
 def test_a_send_to_an_idle_workstream_whose_older_turn_still_waits_queues_behind_it(rt):

@@ -139,7 +139,7 @@ def test_a_step_whose_answer_cannot_be_stored_still_ends_its_stream_before_the_e
     def a_bug(*args: Any) -> None:
         raise ValueError("a bug in storing the answer")
 
-    monkeypatch.setattr(model_step, "_keep_found", a_bug)  # inside the answer's transaction
+    monkeypatch.setattr(model_step, "_found", a_bug)  # inside the answer's transaction
     model_step.run(rt, turn_id, 0)
     assert status(rt, turn_id) == TurnStatus.ERROR
     assert kinds(rt, ws_id) == ["content", "stream_end", "error", "state_change"]
