@@ -25,6 +25,7 @@ from app.events import EventType, Fence
 from app.mcp.names import approval_label
 from app.metrics import recording
 from app.runtime import Runtime
+from app.storage.database import insert_row
 from app.storage.models import (
     FINAL_CALL_STATUSES,
     CallStatus,
@@ -260,16 +261,16 @@ def answer(s: Session, turn: Turn, step: int, rows: list[ToolCall] | None = None
     for row in rows:
         if row.status not in FINAL_CALL_STATUSES or row.call_id in answered:
             continue
-        s.add(
-            Message(
-                ws_id=turn.ws_id,
-                turn_id=turn.id,
-                role="tool",
-                tool_call_id=row.call_id,
-                name=row.func_name,
-                content=row.output or "",
-                is_error=row.is_error,
-            )
+        insert_row(
+            s,
+            Message,
+            ws_id=turn.ws_id,
+            turn_id=turn.id,
+            role="tool",
+            tool_call_id=row.call_id,
+            name=row.func_name,
+            content=row.output or "",
+            is_error=row.is_error,
         )
 
 

@@ -114,13 +114,12 @@ class _Leased:
     def statement(self, db: Database, returning: bool) -> Update:
         built = self._built.get((db.is_postgresql, returning))
         if built is None:
-            now: Any
+            now = db.now_bound()
             stale: Any
-            if db.is_postgresql:  # the server's clock, read by the statement (`Database.now`)
-                now = db.now()
+            if db.is_postgresql:
                 stale = now - bindparam("stale_after", type_=Interval())
             else:  # typed as the lease columns are (SQLModel's datetime)
-                now, stale = bindparam("now", type_=DateTime()), bindparam("stale", type_=DateTime())
+                stale = bindparam("stale", type_=DateTime())
             statement = (
                 update(Turn)
                 .where(col(Turn.id) == bindparam("turn_id"), *self._where(now, stale))

@@ -18,6 +18,7 @@ from app.providers import ModelError, stream_reply
 from app.providers.anthropic_format import referenced_tools
 from app.runtime import Runtime
 from app.settings import ModelSettings
+from app.storage.database import insert_row
 from app.storage.models import (
     CallStatus,
     Message,
@@ -181,17 +182,17 @@ def _store_reply(
         mark.send_with(out)
         if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
             end_as, prepared = TurnStatus.CANCELLED, []
-        s.add(
-            Message(
-                ws_id=ws.id,
-                turn_id=turn.id,
-                role="assistant",
-                content="".join(reply.content),
-                reasoning="".join(reply.reasoning) or None,
-                tool_calls=[_as_message_call(p, c) for p, c in prepared] or None,
-                usage=reply.usage or None,
-                server_blocks=reply.server_blocks or None,
-            )
+        insert_row(
+            s,
+            Message,
+            ws_id=ws.id,
+            turn_id=turn.id,
+            role="assistant",
+            content="".join(reply.content),
+            reasoning="".join(reply.reasoning) or None,
+            tool_calls=[_as_message_call(p, c) for p, c in prepared] or None,
+            usage=reply.usage or None,
+            server_blocks=reply.server_blocks or None,
         )
         found = _found(tools, reply, prepared)
         if found or prepared:  # what they change is merged into the workstream as it now is

@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import event, func
+from sqlalchemy import DateTime, Insert, bindparam, event, func, insert
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, create_engine
+from sqlmodel import Session, SQLModel, create_engine
 
 from app.storage.write_gate import WriteGate
 
@@ -105,9 +105,28 @@ class Database:
         only ever shared by processes of one machine, whose clock it is)."""
         return func.clock_timestamp() if self.is_postgresql else datetime.now(UTC)
 
+    def now_bound(self) -> Any:
+        """`now()` for a statement built once: the server's clock on PostgreSQL, read by the
+        statement; elsewhere the bind parameter `now`, which the caller passes as `now()`."""
+        return func.clock_timestamp() if self.is_postgresql else bindparam("now", type_=DateTime())
+
     def ago(self, seconds: float) -> Any:
         """`now()` less `seconds`, for comparing lease columns against."""
         return self.now() - timedelta(seconds=seconds)
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def insert_row(s: Session, model: type[SQLModel], **values: Any) -> None:
+    """Insert one row of `model` in the session's transaction, without the ORM's unit of work
+    (about 0.2 ms of CPU a row less): for a row nothing reads back in the same session and
+    whose references are stored already (nothing pending is flushed first). Columns left out
+    take their defaults."""
+    statement = _INSERTS.get(model)
+    if statement is None:
+        statement = _INSERTS[model] = insert(model)
+    s.connection().execute(statement, values)
+
+
+_INSERTS: dict[type[SQLModel], Insert] = {}

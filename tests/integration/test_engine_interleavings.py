@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -158,6 +158,30 @@ def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_three_statem
     assert event_types(rt, ws.id)[-2:] == [("message", None), ("state_change", "thinking")]
 
 
+def test_rows_stored_without_the_orm_read_back_whole_with_their_defaults(rt, model_server):
+    # The send's turn and message and the answer are inserted on the session's connection
+    # (insert_row, the started-turn insert): what the ORM would have filled in is there too.
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    ws_id, turn_id = new_turn(rt, "a question", name="defaults")
+    model_server.enqueue(Reply(text="an answer"))
+    model_step.run(rt, turn_id, 0)
+    turn = load(rt, Turn, turn_id)
+    assert (turn.message, turn.origin, turn.step, turn.cancel_requested) == ("a question", "user", 0, False)
+    assert before <= as_utc(turn.created_at) <= as_utc(turn.started_at) <= as_utc(turn.ended_at)
+    with rt.db.session() as s:
+        rows = s.exec(select(Message).where(Message.ws_id == ws_id).order_by(col(Message.id))).all()
+    assert [(m.role, m.content, m.turn_id, m.is_error, m.origin) for m in rows] == [
+        ("user", "a question", turn_id, False, None),
+        ("assistant", "an answer", turn_id, False, None),
+    ]
+    assert all(before <= as_utc(m.created_at) for m in rows) and rows[1].usage is not None
+
+
+def as_utc(moment: datetime | None) -> datetime:
+    assert moment is not None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(rt, model_server):
     ws_id, turn_id = new_turn(rt, name="plain")
     model_server.enqueue(Reply(text="hello"))
@@ -168,9 +192,9 @@ def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(
     assert reads == ["SELECT"] * 3  # the turn with its workstream, the conversation, memories
     assert writes == [
         ["UPDATE turns"],  # the claim
-        # the fence checked, the answer stored, the turn ended and its workstream freed, and
-        # one read of what follows (a parent to answer, sub-agents to stop, a queued turn)
-        ["UPDATE turns", "INSERT messages", "UPDATE turns", "UPDATE workstreams", "SELECT"],
+        # the fence checked, the answer stored, the workstream freed, one read of what follows
+        # (a parent to answer, sub-agents to stop, a queued turn), the turn ended
+        ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "SELECT", "UPDATE turns"],
     ]
     assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
 
