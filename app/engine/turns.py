@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Insert, bindparam, exists, insert, update
@@ -44,6 +45,22 @@ class Sent:
     status: TurnStatus
 
 
+@dataclass(frozen=True)
+class _NewTurn:
+    """A message about to be stored as a turn: the columns it is stored with (the rest take
+    their defaults). A turn row is made of it only where the ORM needs one."""
+
+    id: str
+    ws_id: str
+    message: str
+    origin: str
+    idempotency_key: str | None
+    created_at: datetime
+
+    def row(self) -> Turn:
+        return Turn(**asdict(self))
+
+
 def send(
     rt: Runtime, ws_id: str, message: str, origin: str = "user", idempotency_key: str | None = None
 ) -> Sent:
@@ -59,9 +76,8 @@ def send(
         )
     if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
         return Sent(earlier.id, TurnStatus(earlier.status))
-    turn_id = new_id()
+    turn = _NewTurn(new_id(), ws_id, message, origin, idempotency_key, utcnow())
     for attempt in range(MAX_ACTIVATION_RACES + 1):
-        turn = Turn(id=turn_id, ws_id=ws_id, message=message, origin=origin, idempotency_key=idempotency_key)
         try:
             # The last attempt only stores the turn: the sweeper starts whatever stays queued.
             started = _store(rt, turn, start=attempt < MAX_ACTIVATION_RACES)
@@ -78,7 +94,7 @@ def send(
     raise AssertionError("unreachable: the last attempt never starts a turn")
 
 
-def _store(rt: Runtime, turn: Turn, start: bool) -> str | None:
+def _store(rt: Runtime, turn: _NewTurn, start: bool) -> str | None:
     """One transaction: the new turn, and the start of the workstream's oldest queued turn if
     none is active (this one, unless an older one waits); the id of the turn it started."""
     with ordered(rt, turn.ws_id) as out, rt.db.session() as s:
@@ -89,7 +105,7 @@ def _store(rt: Runtime, turn: Turn, start: bool) -> str | None:
             raise NotFoundError(f"no workstream {turn.ws_id}")
         if ws.parent_call_row is not None:  # its one turn is its parent's task
             raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
-        s.add(turn)
+        s.add(turn.row())
         s.flush()  # an idempotency key's clash shows here, before anything else is done
         started = _start_oldest(rt, s, out, turn.ws_id) if start else None
         if started != turn.id:
@@ -97,7 +113,7 @@ def _store(rt: Runtime, turn: Turn, start: bool) -> str | None:
         return started
 
 
-def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: Turn) -> bool:
+def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: _NewTurn) -> bool:
     """The common case, in fewer statements: an idle workstream with nothing queued (not a
     sub-agent's) takes `turn` as its active one, and the turn is stored started. False, with
     nothing written, for any other case: the general path sorts it out (and says what is wrong)."""
@@ -105,7 +121,7 @@ def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: Turn) -> bool:
         return False
     # Its start times are the lease clock's (`Database.now_bound`); an idempotency key's
     # clash shows here.
-    values = _stored(turn) if rt.db.is_postgresql else {**_stored(turn), "now": rt.db.now()}
+    values = asdict(turn) if rt.db.is_postgresql else {**asdict(turn), "now": rt.db.now()}
     s.connection().execute(_started_insert(rt.db), values)
     _begin(s, out, turn)
     return True
@@ -122,18 +138,6 @@ def _started_insert(db: Database) -> Insert:
 
 
 _STARTED_INSERTS: dict[bool, Insert] = {}
-
-
-def _stored(turn: Turn) -> dict[str, Any]:
-    """The columns a new turn is stored with; the rest take their defaults."""
-    return {
-        "id": turn.id,
-        "ws_id": turn.ws_id,
-        "message": turn.message,
-        "origin": turn.origin,
-        "idempotency_key": turn.idempotency_key,
-        "created_at": turn.created_at,
-    }
 
 
 def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
@@ -223,7 +227,7 @@ _FREE = (
 )
 
 
-def _begin(s: Session, out: Outbox, turn: Turn) -> None:
+def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
     """Inside the transaction that starts `turn`: its message joins the conversation."""
     recording.turn_started(s)
     # A turn that something other than a person started (a watch) says so, stored and shown.
