@@ -11,8 +11,8 @@ import codecs
 import contextlib
 import logging
 import os
-import queue
 import re
+import selectors
 import shlex
 import signal
 import subprocess
@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
 from app.tools.base import Preparation, ToolContext, ToolOutcome
@@ -233,52 +233,89 @@ class _Capture:
         return "".join(self.head) + middle + "".join(self.tail)
 
 
-def _read(stream: BinaryIO, name: str, out: queue.Queue, stop: threading.Event) -> None:
-    """Whatever the pipe holds, up to READ_CHUNK at a time: a fast command's lines arrive many to
-    a read (the work after is per piece, not per line), a slow one's as soon as written."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    fd = stream.fileno()
-    while chunk := os.read(fd, READ_CHUNK):
-        if not stop.is_set():  # once the call is over, keep draining but drop it
-            out.put((name, decoder.decode(chunk)))
-    out.put((name, decoder.decode(b"", final=True)))
-    out.put((name, None))
+def _discard_until_closed(fds: list[int]) -> None:
+    """Read pipes that outlived their call (a child that escaped the group holds them) until
+    it closes them, dropping what it writes: it never blocks on a full pipe, and the reading
+    ends are closed once it is done."""
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in fds:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    if not os.read(key.fd, READ_CHUNK):
+                        selector.unregister(key.fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 @dataclass
 class _Run:
     proc: subprocess.Popen
-    lines: queue.Queue
     stdout: _Capture
     stderr: _Capture
     secrets: list[str]
     ctx: ToolContext
-    open_streams: int = 2
     streaming_failed: bool = False
     redactors: dict[str, StreamRedactor] = field(default_factory=dict)
+    # The pipes still open, read by this thread as they become readable (no reader threads:
+    # starting two a call cost more than the rest of an `echo`'s start).
+    pipes: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
 
     def __post_init__(self) -> None:
         self.redactors = {name: StreamRedactor(self.secrets) for name in ("stdout", "stderr")}
+        for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
+            assert stream is not None
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            self.pipes.register(stream.fileno(), selectors.EVENT_READ, (name, decoder))
+
+    @property
+    def open_streams(self) -> int:
+        return len(self.pipes.get_map())
 
     def pump(self, wait: float) -> None:
-        """Take what the readers produced, waiting up to `wait` for the first piece; pieces
-        queued meanwhile are taken together (one redaction, one capture, one emit)."""
-        try:
-            items = [self.lines.get(timeout=wait)]
-        except queue.Empty:
-            return
-        with contextlib.suppress(queue.Empty):
-            while len(items) < PUMP_BATCH:
-                items.append(self.lines.get_nowait())
+        """Read what the pipes hold, waiting up to `wait` for the first of it, up to READ_CHUNK
+        a read (a fast command's lines arrive many to a read, a slow one's as soon as written);
+        what is readable meanwhile, up to PUMP_BATCH reads, is taken together (one redaction,
+        one capture, one emit)."""
+        items: list[tuple[str, str | None]] = []
+        timeout: float = wait
+        while self.open_streams and len(items) < PUMP_BATCH:
+            ready = self.pipes.select(timeout)
+            if not ready:
+                break
+            for key, _ in ready:
+                items.extend(self._read(key))
+            timeout = 0
         for name, text in _joined(items):
             self._take(name, text)
+
+    def _read(self, key: selectors.SelectorKey) -> list[tuple[str, str | None]]:
+        name, decoder = key.data
+        chunk = os.read(key.fd, READ_CHUNK)
+        if chunk:
+            return [(name, decoder.decode(chunk))]
+        self.pipes.unregister(key.fd)
+        return [(name, decoder.decode(b"", final=True)), (name, None)]
+
+    def let_go(self) -> None:
+        """The call is over: pipes an escaped child still holds are drained (and dropped) by a
+        thread of their own until it closes them; the rest are closed now."""
+        held = [key.fd for key in self.pipes.get_map().values()]
+        self.pipes.close()
+        if held:  # copies of their descriptors, the thread's to close
+            fds = [os.dup(fd) for fd in held]
+            threading.Thread(target=_discard_until_closed, args=(fds,), daemon=True).start()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
     def _take(self, name: str, text: str | None) -> None:
         # Redacted before it is kept: a cut made later could split a secret
         # so that the whole-output redaction no longer recognises it.
         redactor = self.redactors[name]
         if text is None:
-            self.open_streams -= 1
             self._keep(name, redactor.end())
         else:
             self._keep(name, redactor.feed(text))
@@ -381,8 +418,11 @@ def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
             start_new_session=True,  # its own process group, killed as one
         )
         cap = BUFFER_FACTOR * ctx.settings.truncation
-        run = _Run(proc, queue.Queue(), _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
-        stopped = _run_to_end(run, timeout, guard)
+        run = _Run(proc, _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
+        try:
+            stopped = _run_to_end(run, timeout, guard)
+        finally:
+            run.let_go()
         run.release_held()
     # Reaped only after the guard is released: an unreaped bash keeps its pid (the
     # group id) from reuse, so the watchdog can never signal someone else's group.
@@ -392,15 +432,11 @@ def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
 
 def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
     """Stream the command's output until it ends or is stopped; its group is killed either way."""
-    stop = threading.Event()
     try:
         guard.watch(run.proc.pid)
-        for name, stream in (("stdout", run.proc.stdout), ("stderr", run.proc.stderr)):
-            threading.Thread(target=_read, args=(stream, name, run.lines, stop), daemon=True).start()
         return _supervise(run, time.monotonic() + timeout)
     finally:
         _kill_group(run)
-        stop.set()
 
 
 def _service_secrets(ctx: ToolContext) -> list[str]:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -325,6 +326,35 @@ def test_an_unfinished_last_line_is_kept_when_an_escaped_child_holds_the_pipe(tm
         assert "".join(seen).endswith("\nlast words, no newline")
     finally:
         os.kill(int(outcome.output.splitlines()[0]), signal.SIGKILL)
+
+
+def test_an_escaped_child_can_still_write_once_the_call_is_over(tmp_path):
+    # Its output is no one's any more, but closing the pipe under it would kill it (SIGPIPE) at
+    # its next line: the pipe is drained, and dropped, until it closes it.
+    marker = tmp_path / "still-alive"
+    escape = f"setsid sh -c 'sleep 3; echo late; seq 1 20000; echo $$ > {marker}; sleep 30' &"
+    command = f"{escape} sleep 0.5; echo started"  # escaped before the call's group is killed
+    outcome = run(tmp_path, command)
+    assert outcome.output == "started"
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the escaped child died writing to the call's pipe"
+    os.kill(int(marker.read_text()), signal.SIGKILL)
+
+
+def test_a_call_reads_its_pipes_without_threads_and_closes_them(tmp_path):
+    # Two reader threads a call cost more to start than the rest of an `echo`'s start.
+    threads_during: list[int] = []
+    fds_before = len(os.listdir("/proc/self/fd"))
+    outcome = run(
+        tmp_path,
+        "echo one; sleep 0.2; echo two >&2; echo three",
+        emit_output=lambda text: threads_during.append(threading.active_count()),
+    )
+    assert outcome.output == "one\nthree\n[stderr] two"
+    assert threads_during and set(threads_during) == {threading.active_count()}
+    assert len(os.listdir("/proc/self/fd")) == fds_before
 
 
 def test_output_read_many_lines_at_a_time_keeps_a_bounded_tail_starting_at_a_line(tmp_path):
