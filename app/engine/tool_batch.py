@@ -51,12 +51,18 @@ def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> N
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
-    with rt.db.reader() as s:
-        turn, ws = turns.with_workstream(s, fence.turn_id)
+    # Read under the fence: the common batch, one call to run and nothing else to sort out,
+    # starts that call in the same transaction (committed before it runs, as always).
+    with fenced(rt, fence) as (s, turn):
+        ws = s.get(Workstream, turn.ws_id)
+        assert ws is not None
         rows = calls.batch(s, turn.id, step)
-    _interrupt_orphans(rt, fence, rows)
+        to_run = [r for r in rows if r.status == CallStatus.APPROVED]
+        alone = len(to_run) == 1 and not any(r.status == CallStatus.RUNNING for r in rows)
+        started = alone and not (turn.cancel_requested or cancelled()) and calls.start(s, to_run[0], RUNNER)
+    if not started:
+        _interrupt_orphans(rt, fence, rows)
     read_paths: set[str] = set(ws.read_paths)
-    to_run = [r for r in rows if r.status == CallStatus.APPROVED]
     in_lanes = lanes(to_run, lambda row: paths_named(row.args, ws.working_dir))
 
     def run_lane(lane: list[ToolCall]) -> None:
@@ -64,7 +70,7 @@ def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None
             _run_one(rt, fence, ws, row, read_paths, cancelled)
 
     if len(to_run) == 1:  # its result is stored in the transaction that ends the batch
-        ran = _run_one(rt, fence, ws, to_run[0], read_paths, cancelled, hold_result=True)
+        ran = _run_one(rt, fence, ws, to_run[0], read_paths, cancelled, hold_result=True, started=started)
         return _advance(rt, fence, ws, step, read_paths, ran)
     run_calls(in_lanes, run_lane)
     _advance(rt, fence, ws, step, read_paths)
@@ -89,16 +95,13 @@ def _run_one(
     read_paths: set[str],
     cancelled: CancelCheck,
     hold_result: bool = False,
+    started: bool = False,
 ) -> Ran | None:
-    """Run one approved call and store its result, or with `hold_result` hand back a finished
-    call's result for the caller's next transaction to store (a waiting call is stored now)."""
-    with fenced(rt, fence) as (s, turn):
-        if turn.cancel_requested or cancelled():
-            if calls.cancel_unstarted(s, row):
-                calls.announce(rt, row, fence)
-            return None
-        if not calls.start(s, row, RUNNER):  # committed before it runs: at most once
-            return None
+    """Run one approved call (`started`: the caller's transaction marked it running) and store
+    its result, or with `hold_result` hand back a finished call's result for the caller's
+    next transaction to store (a waiting call is stored now)."""
+    if not started and not _start(rt, fence, row, cancelled):
+        return None
     # Live output is a courtesy: a Redis fault must not stop the command or lose its
     # result, which is stored whole and announced by tool_result.
     chunks = Coalescer(
@@ -126,6 +129,17 @@ def _run_one(
     if finished:
         calls.announce(rt, row, fence)
     return None
+
+
+def _start(rt: Runtime, fence: Fence, row: ToolCall, cancelled: CancelCheck) -> bool:
+    """Mark the call running, committed before it runs (at most once); False when the turn
+    was cancelled first (the call is cancelled, unstarted) or something else moved it."""
+    with fenced(rt, fence) as (s, turn):
+        if turn.cancel_requested or cancelled():
+            if calls.cancel_unstarted(s, row):
+                calls.announce(rt, row, fence)
+            return False
+        return calls.start(s, row, RUNNER)
 
 
 def _finish(s: Session, row: ToolCall, outcome: ToolOutcome) -> bool:

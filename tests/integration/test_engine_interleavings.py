@@ -199,23 +199,27 @@ def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(
     assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
 
 
-def test_a_batch_whose_calls_read_no_file_ends_without_reading_its_workstream_again(
-    rt, model_server, tmp_path
-):
+def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading(rt, model_server, tmp_path):
     ws = workstreams.create(rt, name="bash", auto_approve=True)
     turn_id = turns.send(rt, ws.id, "run it").id
     model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]))
     model_step.run(rt, turn_id, 0)
     asked = Statements(rt)
     tool_batch.run(rt, turn_id, 0)
-    assert asked.committed()[-1] == [  # the batch's end
-        "UPDATE turns",  # the fence
-        "UPDATE tool_calls",  # the call's result
-        "SELECT",  # the step's calls
-        "SELECT",  # which of them the conversation already answers
-        "INSERT messages",
-        "UPDATE turns",  # on to the next model step
-        "UPDATE workstreams",  # thinking
+    assert asked.reads == []
+    assert asked.committed() == [
+        ["UPDATE turns"],  # the claim
+        # under the fence: the workstream and the step's calls read, the one call started
+        ["UPDATE turns", "SELECT", "SELECT", "UPDATE tool_calls"],
+        [  # the batch's end; its calls read no file, so the workstream is not read again
+            "UPDATE turns",  # the fence
+            "UPDATE tool_calls",  # the call's result
+            "SELECT",  # the step's calls
+            "SELECT",  # which of them the conversation already answers
+            "INSERT messages",
+            "UPDATE turns",  # on to the next model step
+            "UPDATE workstreams",  # thinking
+        ],
     ]
     assert load(rt, Turn, turn_id).phase == TurnPhase.MODEL
     # A batch whose call read a file keeps it among the workstream's read paths.
