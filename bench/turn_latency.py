@@ -6,7 +6,7 @@ The fake model answers at once, so the figures are the service's own overhead. E
 timed from the one before it (`thinking`, often before the 202, from calling send): `send` until
 the 202 (the client's clock), the model requests by the fake model server's arrival times,
 everything else by the `ts` of its event (docs/events.md; the same machine's clock, to the
-millisecond). Size 0 is a new workstream for every turn; a larger size is one workstream filled
+microsecond). Size 0 is a new workstream for every turn; a larger size is one workstream filled
 with bash turns (4 messages each) first, whose measured turns then add to it.
 """
 
