@@ -5,9 +5,9 @@ one process, is what a turn waits behind: every hop shares the same cores.
 
 Run: python -m bench.turn_cpu [--turns 100] [--kind plain bash] [--backend sqlite postgresql]
 CPU is each process's user + system time from /proc (clock ticks, so run enough turns), taken
-around the measured turns after a warm-up, divided by the turns. Processes that are neither the
-service's nor this one's (another database, the machine's own) are listed by name if they used
-any CPU meanwhile; whatever else the machine does lands there too.
+around the measured turns after a warm-up, divided by the turns. The turn's sum is the service's
+processes, PostgreSQL's and Redis's servers and this process; any other process that used CPU
+meanwhile (the machine's own, another benchmark) is listed after it, by name, and left out.
 """
 
 from __future__ import annotations
@@ -24,31 +24,29 @@ from tests.integration.client import Api, EventSocket
 
 TICK = os.sysconf("SC_CLK_TCK")
 WARM_UP = 5
+THIS = "this process (client, fake model)"
+# What a turn runs on: the service (web, worker, beat), its stores, and the client driving it.
+TURN_PARTS = ("web", "worker", "beat", "postgres", "redis-server", THIS)
 
 
-def cpu_seconds() -> dict[int, float]:
-    """User + system CPU of every process on the machine, by pid."""
-    found: dict[int, float] = {}
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    """Every process on the machine, by pid: its name and its user + system CPU seconds."""
+    found: dict[int, tuple[str, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (entry / "comm").read_text().strip()
         except (FileNotFoundError, ProcessLookupError):
             continue  # gone meanwhile
-        found[int(entry.name)] = (int(fields[11]) + int(fields[12])) / TICK
+        found[int(entry.name)] = (name, (int(fields[11]) + int(fields[12])) / TICK)
     return found
 
 
-def process_name(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except FileNotFoundError:
-        return f"pid {pid}"
-
-
 def measure(backend: str, kind: str, turns: int) -> tuple[float, dict[str, float]]:
-    """Wall ms per turn, and CPU ms per turn by part."""
+    """Wall ms per turn, and CPU ms per turn by part: the service's processes by their
+    Procfile name, this one, and any other by its process name."""
     with running_service(backend) as (svc, api, model):
         ws_id = api.create_workstream(name="cpu", working_dir=str(svc.workdir), auto_approve=True)
         sock = EventSocket(svc.base_url, api.token, ws_id)
@@ -62,12 +60,12 @@ def measure(backend: str, kind: str, turns: int) -> tuple[float, dict[str, float
         after, mine = cpu_seconds(), time.process_time() - mine
         sock.close()
         parts = {pid: name for name, proc in svc.processes.items() for pid in children(proc.pid)}
-    used: dict[str, float] = {"this process (client, fake model)": mine}
-    for pid, seconds in after.items():
-        spent = seconds - before.get(pid, 0.0)
+    used: dict[str, float] = {THIS: mine}
+    for pid, (name, seconds) in after.items():
+        spent = seconds - before.get(pid, (name, 0.0))[1]
         if spent <= 0 or pid == os.getpid():
             continue
-        part = parts.get(pid) or process_name(pid)
+        part = parts.get(pid) or name
         used[part] = used.get(part, 0.0) + spent
     return wall / turns * 1000, {part: seconds / turns * 1000 for part, seconds in used.items()}
 
@@ -88,12 +86,16 @@ def main() -> None:
     for backend in args.backend:
         for kind in args.kind:
             wall, used = measure(backend, kind, args.turns)
-            total = sum(used.values())
             print(f"\n{backend}, {kind} turn: {args.turns} turns, {wall:.1f} ms each; CPU ms per turn")
-            for part, ms in sorted(used.items(), key=lambda item: -item[1]):
+            for part, ms in sorted(used.items(), key=lambda item: (part_rank(item[0]), -item[1])):
                 if ms >= 0.05:
                     print(f"  {part:<40}{ms:>8.2f}")
-            print(f"  {'all':<40}{total:>8.2f}")
+            ours = sum(ms for part, ms in used.items() if part in TURN_PARTS)
+            print(f"  {'the turn (the parts above the others)':<40}{ours:>8.2f}")
+
+
+def part_rank(part: str) -> int:
+    return 0 if part in TURN_PARTS else 1
 
 
 if __name__ == "__main__":

@@ -193,8 +193,8 @@ def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | Non
 
 
 def _take(s: Session, ws_id: str, turn_id: str, at_once: bool = False) -> bool:
-    """The idle workstream takes `turn_id` as its active turn; `at_once` (a send's new turn)
-    only when it is no sub-agent's and no older turn waits on it, which the oldest would be."""
+    """The idle workstream takes `turn_id` as its active turn; with `at_once` (a send's new
+    turn) only when it is no sub-agent's and no turn is queued on it (the oldest goes first)."""
     params = {"ws_id": ws_id, "turn_id": turn_id, "now": utcnow()}
     return bool(s.connection().execute(_TAKE_AT_ONCE if at_once else _TAKE, params).rowcount == 1)
 
