@@ -66,12 +66,56 @@ def start_private_redis_if_absent() -> PrivateRedis | None:
 
 def lease_redis_db() -> int:
     """A Redis database no other test run is using: two runs sharing one would share queues,
-    and each one's worker would take the other's tasks."""
+    and each one's worker would take the other's tasks. A lease whose run died (killed, so it
+    never flushed its database) is taken over, its database emptied, rather than left to block
+    runs for the lease's two hours."""
     for db in TEST_REDIS_DBS:
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db)
-        if client.set(REDIS_LEASE_KEY, os.getpid(), nx=True, ex=REDIS_LEASE_SECONDS):
+        if take_lease(redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db)):
             return db
     raise RuntimeError(f"every test Redis database ({TEST_REDIS_DBS}) is leased by another run")
+
+
+def take_lease(client: redis.Redis) -> bool:
+    """Lease `client`'s database for this process: free, or held by a run that died."""
+    mine = lease_holder()
+    if client.set(REDIS_LEASE_KEY, mine, nx=True, ex=REDIS_LEASE_SECONDS):
+        return True
+    holder = client.get(REDIS_LEASE_KEY)
+    if holder is None or not holder_is_gone(holder.decode(errors="replace")):
+        return False
+    return bool(client.eval(_TAKE_OVER, 1, REDIS_LEASE_KEY, holder, mine, REDIS_LEASE_SECONDS))
+
+
+# The lease passes from a dead holder to a new one only if nobody took it meanwhile; the dead
+# run's keys (its queues above all) go with it.
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('FLUSHDB')
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+
+def lease_holder(pid: int | None = None) -> str:
+    """Who holds a lease: this machine and a process of it."""
+    return f"{socket.gethostname()}:{os.getpid() if pid is None else pid}"
+
+
+def holder_is_gone(holder: str) -> bool:
+    """Whether a lease's holder is a process of this machine that no longer runs (a holder on
+    another machine sharing the Redis is never judged from here). A bare process id (a lease
+    taken before holders named their machine) counts as this machine's when Redis is."""
+    host, _, pid = holder.rpartition(":")
+    ours = host == socket.gethostname() or (not host and REDIS_HOST in ("127.0.0.1", "localhost"))
+    if not ours or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
 
 
 def is_postgres_reachable() -> bool:

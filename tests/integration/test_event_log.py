@@ -3,6 +3,9 @@ replay log (ids, trimming, expiry, what a lost log looks like), fencing, and wor
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -11,7 +14,16 @@ import redis
 
 from app import keys
 from app.events import EventLog, Fence
-from tests.integration.services import REDIS_HOST, REDIS_LEASE_KEY, REDIS_PORT, free_port, lease_redis_db
+from tests.integration.services import (
+    REDIS_HOST,
+    REDIS_LEASE_KEY,
+    REDIS_PORT,
+    free_port,
+    holder_is_gone,
+    lease_holder,
+    lease_redis_db,
+    take_lease,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -227,3 +239,22 @@ def test_worker_presence_is_counted_while_announced_and_gone_once_withdrawn(clie
     assert presence.count(client) == 1
     second.stop()
     assert presence.count(client) == 0
+
+
+def test_a_test_run_that_died_leaves_its_redis_database_to_the_next(client):
+    # A run killed before its clean-up kept its lease for two hours; eight such runs (benchmarks
+    # stopped half-way) left no database for CI.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    client.set(REDIS_LEASE_KEY, lease_holder(dead.pid))
+    client.set("a-dead-runs-queue", "its tasks")
+    assert holder_is_gone(lease_holder(dead.pid)) and holder_is_gone(str(dead.pid))  # an older lease
+    assert take_lease(client)
+    assert client.get(REDIS_LEASE_KEY).decode() == lease_holder()
+    assert client.get("a-dead-runs-queue") is None
+    # A live holder keeps it, and so does one on another machine (never judged from here).
+    for holder in (lease_holder(os.getppid()), f"elsewhere:{dead.pid}"):
+        client.set(REDIS_LEASE_KEY, holder)
+        assert not holder_is_gone(holder)
+        assert not take_lease(client)
+        assert client.get(REDIS_LEASE_KEY).decode() == holder
