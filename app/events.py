@@ -87,11 +87,14 @@ if ARGV[7] ~= '0' then redis.call('SET', KEYS[6], sid, 'EX', ARGV[7]) end
 return id
 """
 
-# KEYS: fence   ARGV: attempt, ttl. Raise only: a claim that lost a race must not lower the fence.
+# KEYS: fence[, a workstream's ordering lock]   ARGV: attempt, ttl. Raise only: a claim that
+# lost a race must not lower the fence. Returns 1 when the lock is given and held, else 0.
 _RAISE_FENCE = """
 if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 end
+if KEYS[2] then return redis.call('EXISTS', KEYS[2]) end
+return 0
 """
 
 # KEYS: lock   ARGV: token. redis-py's Lock.release check, run inside our own transaction
@@ -349,15 +352,16 @@ class EventLog:
             ],
         )
 
-    def set_fence(self, fence: Fence) -> None:
-        """A claim's attempt becomes the one allowed to publish (unless a newer one already is)."""
-        retrying(
-            lambda: self._raise_fence(
-                keys=[keys.turn_fence(fence.turn_id)], args=[fence.attempt, keys.FENCE_TTL_SECONDS]
-            ),
+    def set_fence(self, fence: Fence, ws_id: str | None = None) -> bool:
+        """A claim's attempt becomes the one allowed to publish (unless a newer one already is).
+        With `ws_id`, in the same round trip: whether that workstream's ordering lock was held."""
+        fence_keys = [keys.turn_fence(fence.turn_id)] + ([keys.ws_order(ws_id)] if ws_id else [])
+        held = retrying(
+            lambda: self._raise_fence(keys=fence_keys, args=[fence.attempt, keys.FENCE_TTL_SECONDS]),
             self.retry_seconds,
             f"fencing turn {fence.turn_id}",
         )
+        return bool(held)
 
     def last_id(self, ws_id: str) -> int:
         """The id of the workstream's last event; 0 when Redis holds none (never, or lost)."""

@@ -17,6 +17,7 @@ from sqlalchemy import DateTime, Interval, Update, bindparam, case, or_, update
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
+from app.engine.outbox import wait_for_order
 from app.errors import StaleAttemptError
 from app.events import Fence
 from app.runtime import Runtime
@@ -31,8 +32,9 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int]
         turn = _updated(rt, s, _CLAIM, turn_id=turn_id, of_phase=phase, at_step=step)
         if turn is None:
             return None
-        fence, attempts = Fence(turn_id, turn.attempt), turn.step_claims
-    rt.events.set_fence(fence)
+        fence, attempts, ws_id = Fence(turn_id, turn.attempt), turn.step_claims, turn.ws_id
+    if rt.events.set_fence(fence, ws_id):  # the transition that sent this phase may be still
+        wait_for_order(rt, ws_id)  # sending its events (`Outbox.on_commit`): ours come after
     return fence, attempts
 
 

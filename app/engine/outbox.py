@@ -8,11 +8,16 @@ transition of a workstream holds that workstream's ordering lock from before its
 transaction until its events are out. What the transition sets going elsewhere (a
 sub-agent's end finishing its parent's call) runs once the lock is released. The events and the
 lock's release go to Redis together, in one round trip (`EventLog.publish_many`).
+
+A phase task the transition starts may be sent as soon as it has committed, before its events
+(`Outbox.on_commit`): the task's claim waits until the workstream's ordering lock is free
+(`wait_for_order`), so the phase's own events still come after the ones that announce it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +35,7 @@ log = logging.getLogger(__name__)
 # A holder that died leaves the lock for this long at most; a waiter waits that long at
 # most, then goes on unordered rather than not at all.
 ORDER_LOCK_SECONDS = 10.0
+ORDER_POLL_SECONDS = 0.001  # how often a claim looks again for a lock it must wait out
 
 
 @dataclass
@@ -38,6 +44,7 @@ class Outbox:
 
     ws_id: str
     events: list[NewEvent] = field(default_factory=list)
+    committed: list[Callable[[Runtime], object]] = field(default_factory=list)
     actions: list[Callable[[Runtime], object]] = field(default_factory=list)
     then: list[ScriptCall] = field(default_factory=list)  # scripts sent with the events, after them
     is_tried: bool = False  # the transition committed and its events were sent (they may be out)
@@ -47,6 +54,12 @@ class Outbox:
         self, type_: str, *, turn_id: str | None = None, fence: Fence | None = None, **fields: Any
     ) -> None:
         self.events.append(NewEvent(type_, turn_id, fence, fields))
+
+    def on_commit(self, action: Callable[[Runtime], object]) -> None:
+        """Run `action(rt)` once the transition has committed, before its events go out: for
+        sending a phase task, whose claim waits for those events (`wait_for_order`). Its events
+        go out even when it fails."""
+        self.committed.append(action)
 
     def after(self, action: Callable[[Runtime], object]) -> None:
         """Run `action(rt)` once the transition has committed, its events are out and the
@@ -66,12 +79,30 @@ def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
     box = Outbox(ws_id)
     try:
         yield box
-        _publish(rt, box, lock if held else None)
+        try:
+            for early in box.committed:
+                early(rt)
+        finally:
+            _publish(rt, box, lock if held else None)
     finally:
         if held and lock.local.token is not None:  # not sent with the events: they never went out
             _release(lock, ws_id)
     for action in box.actions:
         action(rt)
+
+
+def wait_for_order(rt: Runtime, ws_id: str) -> None:
+    """Return once the workstream's ordering lock is free: the transition holding it has sent
+    its events. Called by a claim that found the lock held (`EventLog.set_fence`), so that a
+    phase sent before its starter's events (`Outbox.on_commit`) publishes nothing before them.
+    Gives up as `ordered` does, after ORDER_LOCK_SECONDS."""
+    key = keys.ws_order(ws_id)
+    deadline = time.monotonic() + ORDER_LOCK_SECONDS
+    while rt.redis.exists(key):
+        if time.monotonic() > deadline:
+            log.warning("workstream %s: ordering lock held over %s s; going on", ws_id, ORDER_LOCK_SECONDS)
+            return
+        time.sleep(ORDER_POLL_SECONDS)
 
 
 def _publish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:

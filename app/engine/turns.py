@@ -88,8 +88,6 @@ def send(
             if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
                 raise
             return Sent(earlier.id, TurnStatus(earlier.status))
-        if started is not None:
-            rt.queue.model_step(started, 0)
         return Sent(turn.id, TurnStatus.ACTIVE if started == turn.id else TurnStatus.QUEUED)
     raise AssertionError("unreachable: the last attempt never starts a turn")
 
@@ -156,8 +154,6 @@ def activate_next(rt: Runtime, ws_id: str) -> str | None:
             turn_id = _activate_oldest(rt, ws_id)
         except _AlreadyStarted:
             continue
-        if turn_id is not None:
-            rt.queue.model_step(turn_id, 0)
         return turn_id
     return None  # the sweeper starts whatever is still queued
 
@@ -228,7 +224,8 @@ _FREE = (
 
 
 def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
-    """Inside the transaction that starts `turn`: its message joins the conversation."""
+    """Inside the transaction that starts `turn`: its message joins the conversation, and its
+    first step is sent as soon as the transaction commits (its claim waits for these events)."""
     recording.turn_started(s)
     # A turn that something other than a person started (a watch) says so, stored and shown.
     origin = turn.origin if turn.origin != "user" else None
@@ -237,6 +234,8 @@ def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
     marked: dict[str, Any] = {"origin": origin} if origin else {}
     out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
+    turn_id = turn.id
+    out.on_commit(lambda rt: rt.queue.model_step(turn_id, 0))
 
 
 def end_turn(

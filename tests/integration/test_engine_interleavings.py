@@ -13,7 +13,19 @@ import pytest
 from sqlalchemy import event, text, update
 from sqlmodel import col, select
 
-from app.engine import approvals, cancel, chain, model_step, prompt, sweeper, tool_batch, turns, workstreams
+from app import keys
+from app.engine import (
+    approvals,
+    cancel,
+    chain,
+    model_step,
+    outbox,
+    prompt,
+    sweeper,
+    tool_batch,
+    turns,
+    workstreams,
+)
 from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
@@ -303,6 +315,43 @@ def test_fail_turn_leaves_alone_a_turn_that_a_newer_attempt_holds(rt):
     assert turn.status == TurnStatus.ACTIVE and turn.attempt == new.attempt
     fail_turn(rt, new, "the current attempt crashed")
     assert load(rt, Turn, turn_id).status == TurnStatus.ERROR
+
+
+def test_a_started_turns_first_step_is_sent_before_its_events_and_its_claim_waits_for_them(rt, monkeypatch):
+    ws = workstreams.create(rt, name="early")
+    queued_when_published: list[int] = []
+    publish_many = rt.events.publish_many
+
+    def watched(ws_id, events, **kwargs):  # type: ignore[no-untyped-def]
+        queued_when_published.append(rt.redis.llen(MODEL_QUEUE))
+        return publish_many(ws_id, events, **kwargs)
+
+    monkeypatch.setattr(rt.events, "publish_many", watched)
+    turn_id = turns.send(rt, ws.id, "hi").id
+    assert queued_when_published == [1]  # a worker could start while `thinking` goes out
+
+    # A worker that takes the step while the send still holds the ordering lock (its events
+    # not out yet) publishes nothing before them: its claim returns once the lock is free.
+    lock = rt.redis.lock(keys.ws_order(ws.id), timeout=10)
+    assert lock.acquire(blocking=False)
+    claimed: list[object] = []
+    claimer = threading.Thread(target=lambda: claimed.append(claim(rt, turn_id, TurnPhase.MODEL, 0)))
+    claimer.start()
+    claimer.join(0.5)
+    assert claimer.is_alive() and claimed == []
+    lock.release()
+    claimer.join(2)
+    assert not claimer.is_alive() and claimed[0] is not None
+
+
+def test_a_claim_waits_out_an_ordering_lock_no_longer_than_the_lock_lasts(rt, monkeypatch, caplog):
+    ws_id, turn_id = new_turn(rt)
+    monkeypatch.setattr(outbox, "ORDER_LOCK_SECONDS", 0.3)
+    rt.redis.set(keys.ws_order(ws_id), "a holder that died", px=60_000)
+    started = time.monotonic()
+    assert claim(rt, turn_id, TurnPhase.MODEL, 0) is not None
+    assert 0.3 <= time.monotonic() - started < 2
+    assert "ordering lock held over 0.3 s; going on" in caplog.text
 
 
 def test_the_sweeper_resends_a_stalled_step_once_per_stale_period(rt):
