@@ -1,14 +1,20 @@
 """A fake model server speaking the OpenAI chat completions and Anthropic Messages
 wire formats over real HTTP (SSE streams included), scripted with `enqueue()`.
 
+HTTP/1.1 with keep-alive, as the model servers it stands for answer: a stream is sent chunked
+and its connection serves the next request, so a client's connection pool is used as it is in
+production (and a request's arrival is not a TCP connect and a new server thread later).
+
 Run `python -m tests.fakes.model_server --port N` to serve default replies forever.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -98,6 +104,8 @@ class Reply:
     `raw_event`: JSON text sent as one more event's data, after the stream's first event
     (what a broken or hostile server might send); on the Anthropic wire, under the event
     name its `type` gives (else content_block_delta).
+    `hold_open`: seconds the stream's body stays open after its last event, before it ends
+    (a server slow or unwilling to end its reply).
     """
 
     text: str = ""
@@ -120,6 +128,7 @@ class Reply:
     tool_search: ServerToolSearch | None = None  # Anthropic wire only: its blocks come first
     web_search: WebSearch | None = None  # after `text`, before any tool call
     raw_event: str | None = None
+    hold_open: float = 0.0
 
     def __post_init__(self) -> None:
         if self.break_how not in BREAK_KINDS:
@@ -146,6 +155,7 @@ class RecordedRequest:
     body: Any
     headers: dict[str, str]  # names lower-cased, secrets removed
     time: float  # when the request arrived (its headers read, before its body was)
+    peer: tuple[str, int] | None = None  # the client's end of the connection it came on
 
 
 @dataclass
@@ -160,6 +170,7 @@ class FakeModelServer:
     def __init__(self, port: int = 0) -> None:
         self._port = port
         self._httpd: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()  # open ones: stop() closes them
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._changed = threading.Condition()
@@ -190,6 +201,13 @@ class FakeModelServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        # A kept-alive connection would otherwise go on serving this server's script after it
+        # stopped (to a client that pooled it), even once another server took its port.
+        with self._changed:
+            connections, self._connections = set(self._connections), set()
+        for connection in connections:
+            with contextlib.suppress(OSError):  # already closed by the client
+                connection.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> FakeModelServer:
         return self.start()
@@ -232,10 +250,12 @@ class FakeModelServer:
         with self._changed:
             return self._changed.wait_for(lambda: len(self.history) >= n, timeout)
 
-    def _record(self, path: str, body: Any, headers: dict[str, str], arrived: float) -> None:
+    def _record(
+        self, path: str, body: Any, headers: dict[str, str], arrived: float, peer: tuple[str, int]
+    ) -> None:
         kept = {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
         with self._changed:
-            self.history.append(RecordedRequest(path, body, kept, arrived))
+            self.history.append(RecordedRequest(path, body, kept, arrived, peer))
             self._changed.notify_all()
 
     def _next_reply(self, body: dict) -> Reply:
@@ -258,17 +278,32 @@ class FakeModelServer:
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeModelServer/1"
+    protocol_version = "HTTP/1.1"  # keep-alive; a stream is chunked (`_stream`)
 
     @property
     def fake(self) -> FakeModelServer:
         return self.server.fake  # type: ignore[attr-defined]
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionResetError):  # a client dropped a kept-alive connection
+            super().handle()
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake._changed:
+            self.fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.fake._changed:
+            self.fake._connections.discard(self.connection)
+        super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
         return None  # keep test output quiet
 
     def do_GET(self) -> None:
         path = _route(self.path)
-        self.fake._record(self.path, None, dict(self.headers), time.time())
+        self.fake._record(self.path, None, dict(self.headers), time.time(), self.client_address[:2])
         if path != "/models":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -294,7 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send_json(400, {"error": {"message": "body is not JSON"}})
             return
-        self.fake._record(self.path, body, dict(self.headers), arrived)
+        self.fake._record(self.path, body, dict(self.headers), arrived, self.client_address[:2])
         if path not in ("/chat/completions", "/messages"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -304,6 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = self.fake._next_reply(body)
         if not self.fake._pause(reply.hang_seconds):
+            self.close_connection = True  # stopped with no answer sent: the client sees a close
             return
         if reply.is_error:
             self._send_error(wire, reply)
@@ -333,23 +369,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _stream(self, wire: str, reply: Reply, body: dict) -> None:
-        # HTTP/1.0 with no length: the stream ends when the connection closes.
+        """Chunked SSE. A broken stream ends its body where it breaks, as a connection closing
+        mid-reply ends it, and takes the connection with it; so does a server that stops."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         frames = _openai_sse(reply, body) if wire == "openai" else _anthropic_sse(reply, body)
         try:
             for number, frame in enumerate(frames):
                 if number and not self.fake._pause(reply.chunk_delay):
-                    return
+                    self.close_connection = True
+                    break
                 if frame == STREAM_BREAK:
-                    self.wfile.write(_break_frame(wire, reply.break_how).encode())
-                    return  # HTTP/1.0: returning closes the connection mid-reply
-                self.wfile.write(frame.encode())
-                self.wfile.flush()
+                    self._chunk(_break_frame(wire, reply.break_how))
+                    self.close_connection = True
+                    break
+                self._chunk(frame)
+            else:
+                if not self.fake._pause(reply.hold_open):
+                    self.close_connection = True
+            self.wfile.write(b"0\r\n\r\n")  # the body's end
+            self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            return  # the client closed the stream: what a cancelled turn does
+            self.close_connection = True  # the client closed the stream: what a cancelled turn does
+
+    def _chunk(self, text: str) -> None:
+        if data := text.encode():
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
 
 
 # -- wire formats ------------------------------------------------------------------
