@@ -13,7 +13,7 @@ import httpx2
 from anthropic.types import Message
 
 from app.providers import event_fields as fields
-from app.providers import events
+from app.providers import events, keepalive
 from app.providers.anthropic_format import (
     TOOL_SEARCH_BETA,
     convert_messages,
@@ -123,7 +123,20 @@ def _post(client: Any, params: dict) -> Any:
     """`messages.create(**params)`, the body serialised once (the SDK's preparation copies every
     message of the history on every step). Its events come as the JSON they are
     (`Stream[object]`): read field by field here, not built into the SDK's models."""
-    return post_stream(client, "/v1/messages", params, Message, anthropic.Stream[object])
+    return post_stream(client, "/v1/messages", params, Message, _EndingStream)
+
+
+class _EndingStream(anthropic.Stream[object]):
+    """The SDK's stream, ended at `message_stop` (app/providers/keepalive.py): a server that
+    holds the body open after it no longer holds the step."""
+
+    def _iter_events(self) -> Iterator[Any]:
+        return keepalive.ending_with(
+            super()._iter_events(),
+            self.response,
+            lambda sse: sse.event == "message_stop",
+            stopped=(anthropic.APIConnectionError,),
+        )
 
 
 def output_room(message: str) -> int | None:

@@ -12,7 +12,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from app.providers import event_fields as fields
-from app.providers import events
+from app.providers import events, keepalive
 from app.providers.base import (
     api_key_for,
     cached_client,
@@ -106,7 +106,20 @@ def _post(client: Any, params: dict) -> Any:
     every message through its type annotations, about 0.2 ms a message, on every step). Its
     chunks come as the JSON they are (`Stream[object]`): read field by field here, not built
     into the SDK's models (about 0.1 ms a chunk, and a reply may stream thousands)."""
-    return post_stream(client, "/chat/completions", params, ChatCompletion, openai.Stream[object])
+    return post_stream(client, "/chat/completions", params, ChatCompletion, _KeptStream)
+
+
+class _KeptStream(openai.Stream[object]):
+    """The SDK's stream, but its connection goes back to the pool after `[DONE]`
+    (app/providers/keepalive.py): the body is read to its end before the SDK closes it."""
+
+    def _iter_events(self) -> Iterator[Any]:
+        return keepalive.ending_with(
+            super()._iter_events(),
+            self.response,
+            lambda sse: sse.data.startswith("[DONE]"),
+            stopped=(openai.APIConnectionError,),
+        )
 
 
 def _is_stream_options_refusal(exc: openai.APIStatusError) -> bool:

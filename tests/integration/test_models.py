@@ -29,6 +29,21 @@ def test_an_anthropic_model_streams_and_calls_tools(api, model, open_socket, wor
     assert tool_result["type"] == "tool_result" and tool_result["content"] == "from-claude"
 
 
+def test_a_workers_model_steps_reuse_its_connection_to_the_model_server(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
+    model.enqueue(Reply(text="ran it"))
+    model.enqueue(Reply(text="and again"))
+    asked = len(model.history)
+    sock.wait_turn_end(api.send(ws_id, "run it"))
+    sock.wait_turn_end(api.send(ws_id, "once more"))
+    steps = model.history[asked:]
+    assert len(steps) == 3
+    # Kept alive between steps and turns, as with a real model server: no connect per request.
+    assert len({r.peer for r in steps}) == 1, [r.peer for r in steps]
+
+
 def test_a_model_without_a_key_ends_the_turn_with_what_to_set(api, model, open_socket, workdir):
     ws_id = api.create_workstream(model="keyless", working_dir=str(workdir))
     sock = open_socket(ws_id)

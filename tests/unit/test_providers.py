@@ -70,6 +70,32 @@ def test_plain_text_streams_as_several_content_deltas(server, provider):
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_replies_come_over_one_kept_alive_connection(server, provider):
+    model = model_for(server, provider)
+    for n in range(3):
+        server.enqueue(Reply(text=f"answer {n}"))
+        assert "".join(e.text for e in of_kind(reply_events(model), "content")) == f"answer {n}"
+    # No new connection (and, against a hosted API, no new TLS handshake) per step.
+    assert len({r.peer for r in server.history}) == 1, [r.peer for r in server.history]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_reply_held_open_after_its_end_is_taken_whole_within_about_a_second(server, provider):
+    from app.providers import keepalive
+
+    model = model_for(server, provider)
+    server.enqueue(Reply(text="all of it", hold_open=30))
+    started = time.monotonic()
+    events = reply_events(model)
+    took = time.monotonic() - started
+    assert "".join(e.text for e in of_kind(events, "content")) == "all of it"
+    assert events[-1].kind == "finish"
+    assert took < keepalive.READ_ON_SECONDS + 1.5, took
+    server.enqueue(Reply(text="next"))  # the held connection is not used again
+    assert "".join(e.text for e in of_kind(reply_events(model), "content")) == "next"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_finish_reports_token_usage(server, provider):
     events = reply_events(model_for(server, provider))
 
