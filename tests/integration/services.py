@@ -138,6 +138,8 @@ def postgres_available() -> bool:
 class Database:
     """A database for one test session: SQLite in tmp, or a fresh PostgreSQL database."""
 
+    __test__ = False  # imported as `TestDatabase` by test modules: not a test class
+
     def __init__(self, backend: str, tmp: Path) -> None:
         self.backend = backend
         self.name = f"tj_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
