@@ -279,6 +279,9 @@ class FakeModelServer:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeModelServer/1"
     protocol_version = "HTTP/1.1"  # keep-alive; a stream is chunked (`_stream`)
+    # TCP_NODELAY, as servers that stream set it: on a kept-alive connection Nagle's algorithm
+    # holds each small write until the client's delayed ACK (40 ms) of the one before.
+    disable_nagle_algorithm = True
 
     @property
     def fake(self) -> FakeModelServer:
