@@ -7,7 +7,9 @@ timed from the one before it (`thinking`, often before the 202, from calling sen
 the 202 (the client's clock), the model requests by the fake model server's arrival times,
 everything else by the `ts` of its event (docs/events.md; the same machine's clock, to the
 microsecond). Size 0 is a new workstream for every turn; a larger size is one workstream filled
-with bash turns (4 messages each) first, whose measured turns then add to it.
+with bash turns (4 messages each) first, whose measured turns then add to it. The fake model
+server keeps connections alive, as model servers do; the count of connections it was asked over
+shows whether the worker kept them (docs/providers.md, "Connections").
 """
 
 from __future__ import annotations
@@ -144,7 +146,10 @@ def main() -> None:
                 results = measure_size(api, model, str(svc.workdir), svc.base_url, size, args.turns)
                 for kind in by_kind:
                     by_kind[kind][size] = results[kind]
+            connections = len({r.peer for r in model.history})
         print(f"\nbackend: {backend}; fake model answering at once; {args.turns} turns of each kind per size")
+        over = f"{connections} connection" + ("s" if connections != 1 else "")
+        print(f"model server: {len(model.history)} requests over {over}")
         print("hop: from the hop before (`thinking`: from calling send); total: from calling send")
         print(table("plain", PLAIN_HOPS, by_kind["plain"]))
         print(table("bash `echo hello` (auto)", BASH_HOPS, by_kind["bash"]))
