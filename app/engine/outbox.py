@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 # A holder that died leaves the lock for this long at most; a waiter waits that long at
 # most, then goes on unordered rather than not at all.
 ORDER_LOCK_SECONDS = 10.0
-ORDER_POLL_SECONDS = 0.001  # how often a claim looks again for a lock it must wait out
+# How often a claim looks again for a lock it must wait out: at first, then at the most.
+ORDER_POLL_SECONDS = (0.001, 0.02)
 
 
 @dataclass
@@ -98,11 +99,13 @@ def wait_for_order(rt: Runtime, ws_id: str) -> None:
     Gives up as `ordered` does, after ORDER_LOCK_SECONDS."""
     key = keys.ws_order(ws_id)
     deadline = time.monotonic() + ORDER_LOCK_SECONDS
+    pause, longest = ORDER_POLL_SECONDS
     while rt.redis.exists(key):
         if time.monotonic() > deadline:
             log.warning("workstream %s: ordering lock held over %s s; going on", ws_id, ORDER_LOCK_SECONDS)
             return
-        time.sleep(ORDER_POLL_SECONDS)
+        time.sleep(pause)
+        pause = min(pause * 2, longest)
 
 
 def _publish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:

@@ -90,12 +90,13 @@ class _Watch:
         while True:
             time.sleep(_WATCH_TICK_SECONDS)
             now = time.monotonic()
+            # Under the lock: a socket released is never shut after its release, when its
+            # connection may be back in the pool.
             with self._lock:
-                due = [token for token, (deadline, _) in self._guarded.items() if deadline <= now]
-                expired = [self._guarded.pop(token)[1] for token in due]
-            for sock in expired:
-                with contextlib.suppress(OSError):  # closed meanwhile
-                    sock.shutdown(socket.SHUT_RDWR)
+                for token in [t for t, (deadline, _) in self._guarded.items() if deadline <= now]:
+                    _, sock = self._guarded.pop(token)
+                    with contextlib.suppress(OSError):  # closed meanwhile
+                        sock.shutdown(socket.SHUT_RDWR)
 
 
 _watch = _Watch()
