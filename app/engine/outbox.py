@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 # A holder that died leaves the lock for this long at most; a waiter waits that long at
 # most, then goes on unordered rather than not at all.
 ORDER_LOCK_SECONDS = 10.0
-# How often a claim looks again for a lock it must wait out: at first, then at the most.
-ORDER_POLL_SECONDS = (0.001, 0.02)
+# How long a claim waiting out a lock waits for the holder's events before it looks at the lock
+# again: the wait of one whose holder publishes none (all refused by their fences), or died.
+ORDER_WAKE_SECONDS = 0.25
 
 
 @dataclass
@@ -96,16 +97,26 @@ def wait_for_order(rt: Runtime, ws_id: str) -> None:
     """Return once the workstream's ordering lock is free: the transition holding it has sent
     its events. Called by a claim that found the lock held (`EventLog.set_fence`), so that a
     phase sent before its starter's events (`Outbox.on_commit`) publishes nothing before them.
-    Gives up as `ordered` does, after ORDER_LOCK_SECONDS."""
-    key = keys.ws_order(ws_id)
+    Gives up as `ordered` does, after ORDER_LOCK_SECONDS.
+
+    The holder releases the lock in the Redis transaction that adds its events to the
+    workstream's log, so the wait is a blocking read of the log from its last entry: it wakes
+    as the events go in. A holder with no events, or one that died, is seen at the read's
+    timeout (ORDER_WAKE_SECONDS), when the lock is looked at again."""
+    lock, log_key = keys.ws_order(ws_id), keys.event_log(ws_id)
     deadline = time.monotonic() + ORDER_LOCK_SECONDS
-    pause, longest = ORDER_POLL_SECONDS
-    while rt.redis.exists(key):
+    while True:
+        with rt.redis.pipeline(transaction=True) as pipe:
+            pipe.exists(lock)
+            pipe.xrevrange(log_key, count=1)
+            held, last = pipe.execute()
+        if not held:
+            return
         if time.monotonic() > deadline:
             log.warning("workstream %s: ordering lock held over %s s; going on", ws_id, ORDER_LOCK_SECONDS)
             return
-        time.sleep(pause)
-        pause = min(pause * 2, longest)
+        after = last[0][0] if last else b"0-0"
+        rt.redis.xread({log_key: after}, count=1, block=int(ORDER_WAKE_SECONDS * 1000))
 
 
 def _publish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:

@@ -5,6 +5,8 @@ keep every promise a publish makes (fences, no duplicate on a retry, a lock alwa
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -13,8 +15,9 @@ import pytest
 import redis
 
 from app import keys
+from app.engine import outbox
 from app.engine.child_events import SUBAGENT_EVENT, FamilyEventLog, Link
-from app.engine.outbox import ordered
+from app.engine.outbox import ordered, wait_for_order
 from app.events import EventLog, Fence, ScriptCall
 from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
 
@@ -91,6 +94,34 @@ def test_a_childs_echoes_follow_its_events_in_one_more_round_trip(trips):
     tags = {(e["call_id"], e["child_ws_id"], e["turn_id"]) for e in echoes}
     assert tags == {("call-1", "child", "parent-turn")}
     assert not trips.client.exists(keys.ws_order("child"))
+
+
+def test_a_claim_waiting_out_a_transition_wakes_as_its_events_go_out(trips, monkeypatch):
+    """A step sent before the events of the transition that started it (`Outbox.on_commit`)
+    waits for them on the workstream's log: woken by them, not by looking again and again."""
+    monkeypatch.setattr(outbox, "ORDER_WAKE_SECONDS", 30.0)  # so only the events can wake it
+    db = trips.client.connection_pool.connection_kwargs["db"]
+    holder = runtime(redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db))
+    waiter = runtime(trips.client)
+    transition(waiter, "ws", "warm-up")
+    taken = threading.Event()
+
+    def starter() -> None:
+        with ordered(holder, "ws") as box:
+            box.add("content", turn_id="t", text="thinking")
+            taken.set()
+            time.sleep(0.5)  # its transaction
+
+    thread = threading.Thread(target=starter)
+    thread.start()
+    assert taken.wait(5)
+    trips.count = 0
+    wait_for_order(waiter, "ws")
+    # The lock and the log's end looked at, the log read until the events came, the lock again
+    # (half a second of looking every few milliseconds would be dozens of round trips).
+    assert trips.count == 3
+    assert logged(waiter, "ws")[-1][1] == "thinking"  # it returned once the events were out
+    thread.join(5)
 
 
 def test_an_event_its_fence_refuses_is_dropped_and_the_others_go_out_in_order(trips):
