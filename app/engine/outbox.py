@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import redis
@@ -38,6 +39,10 @@ ORDER_LOCK_SECONDS = 10.0
 # How long a claim waiting out a lock waits for the holder's events before it looks at the lock
 # again: the wait of one whose holder publishes none (all refused by their fences), or died.
 ORDER_WAKE_SECONDS = 0.25
+
+
+# Takes what follows a transition's commit, to run it later in the same thread (`ordered`).
+Defer = Callable[[Callable[[], None]], object]
 
 
 @dataclass
@@ -70,8 +75,14 @@ class Outbox:
 
 
 @contextmanager
-def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
-    """Run a transition (its transaction inside this block) whose events go out in order."""
+def ordered(rt: Runtime, ws_id: str, defer: Defer | None = None) -> Iterator[Outbox]:
+    """Run a transition (its transaction inside this block) whose events go out in order.
+
+    With `defer`, what follows the commit (the tasks it sends, its events, the lock's release,
+    its `after` actions) is handed to `defer` to be run later in this thread, instead of before
+    the block ends: a web request answers once its transition is stored and does the rest right
+    after its response (`app/web/after_response.py`). The lock stays held until then, so this
+    thread must take no other lock of the workstream's in between: it would wait out its own."""
     lock = rt.redis.lock(
         keys.ws_order(ws_id), timeout=ORDER_LOCK_SECONDS, blocking_timeout=ORDER_LOCK_SECONDS
     )
@@ -81,14 +92,29 @@ def ordered(rt: Runtime, ws_id: str) -> Iterator[Outbox]:
     box = Outbox(ws_id)
     try:
         yield box
+    except BaseException:  # rolled back: nothing to send
+        if held:
+            _release(lock, ws_id)
+        raise
+    finish = partial(_finish, rt, box, lock if held else None)
+    if defer is None:
+        finish()
+    else:
+        defer(finish)
+
+
+def _finish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:
+    """What follows a transition's commit: its early actions, its events with the lock's
+    release, then its `after` actions."""
+    try:
         try:
             for early in box.committed:
                 early(rt)
         finally:
-            _publish(rt, box, lock if held else None)
+            _publish(rt, box, lock)
     finally:
-        if held and lock.local.token is not None:  # not sent with the events: they never went out
-            _release(lock, ws_id)
+        if lock is not None and lock.local.token is not None:  # not sent with the events
+            _release(lock, box.ws_id)
     for action in box.actions:
         action(rt)
 

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from app.engine import fanin
-from app.engine.outbox import Outbox, ordered
+from app.engine.outbox import Defer, Outbox, ordered
 from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.metrics import recording
@@ -62,13 +62,20 @@ class _NewTurn:
 
 
 def send(
-    rt: Runtime, ws_id: str, message: str, origin: str = "user", idempotency_key: str | None = None
+    rt: Runtime,
+    ws_id: str,
+    message: str,
+    origin: str = "user",
+    idempotency_key: str | None = None,
+    defer: Defer | None = None,
 ) -> Sent:
     """Store the message as a turn and, in the same transaction, start it if the workstream is
     idle; else it is queued behind the active one.
 
     With an `idempotency_key`, a send repeated with the same key (a client's retry
     after a lost response) returns the turn the first one stored, and stores nothing.
+    With `defer`, what follows the commit (the first step's task, the events) is handed to it
+    (`outbox.ordered`): the caller answers first and runs it after.
     """
     if len(message.encode()) > rt.settings.max_message_bytes:
         raise PayloadTooLargeError(
@@ -80,7 +87,7 @@ def send(
     for attempt in range(MAX_ACTIVATION_RACES + 1):
         try:
             # The last attempt only stores the turn: the sweeper starts whatever stays queued.
-            started = _store(rt, turn, start=attempt < MAX_ACTIVATION_RACES)
+            started = _store(rt, turn, start=attempt < MAX_ACTIVATION_RACES, defer=defer)
         except _AlreadyStarted:
             continue  # rolled back, this turn with it: store it again
         except IntegrityError:
@@ -92,10 +99,10 @@ def send(
     raise AssertionError("unreachable: the last attempt never starts a turn")
 
 
-def _store(rt: Runtime, turn: _NewTurn, start: bool) -> str | None:
+def _store(rt: Runtime, turn: _NewTurn, start: bool, defer: Defer | None) -> str | None:
     """One transaction: the new turn, and the start of the workstream's oldest queued turn if
     none is active (this one, unless an older one waits); the id of the turn it started."""
-    with ordered(rt, turn.ws_id) as out, rt.db.session() as s:
+    with ordered(rt, turn.ws_id, defer) as out, rt.db.session() as s:
         if start and _start_at_once(rt, s, out, turn):
             return turn.id
         ws = s.get(Workstream, turn.ws_id)

@@ -11,7 +11,7 @@ from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS
 from app.users import ownership
 from app.watches import actions as watch_actions
-from app.web import commands
+from app.web import after_response, commands
 from app.web.access import principal
 from app.web.openapi import OPENAPI
 from app.web.requests import field, json_body, path_id
@@ -68,7 +68,9 @@ def delete_workstream(ws_id: str) -> Any:
 @api.post("/workstreams/<ws_id>/send")
 def send(ws_id: str) -> Any:
     key = request.headers.get("Idempotency-Key")
-    return _reply(*commands.send(_rt(), ws_id, json_body(), idempotency_key=key))
+    # Answered once the turn is stored; its first step and events go right after the 202.
+    defer = after_response.deferrer()
+    return _reply(*commands.send(_rt(), ws_id, json_body(), idempotency_key=key, defer=defer))
 
 
 @api.post("/workstreams/<ws_id>/approve")

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from app.engine import approvals, cancel, fanin, subagent_decisions, turns
+from app.engine.outbox import Defer
 from app.errors import BadRequestError
 from app.runtime import Runtime
 from app.settings import MAX_ID_CHARS, MAX_NAME_CHARS
@@ -17,15 +18,21 @@ _IDEMPOTENCY_KEY = re.compile(rf"[\x20-\x7e]{{1,{MAX_NAME_CHARS}}}")
 
 
 def send(
-    rt: Runtime, ws_id: str, body: dict[str, Any], idempotency_key: str | None = None
+    rt: Runtime,
+    ws_id: str,
+    body: dict[str, Any],
+    idempotency_key: str | None = None,
+    defer: Defer | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """`idempotency_key` comes from the HTTP header; over the websocket, from the body."""
+    """`idempotency_key` comes from the HTTP header; over the websocket, from the body. With
+    `defer`, the turn's first step and events follow the answer (`turns.send`)."""
     message = field(body, "message", str, required=True)
     if not message.strip():
         raise BadRequestError("message: must not be empty", field="message")
     if idempotency_key is None:
         idempotency_key = field(body, "idempotency_key", str)
-    turn = turns.send(rt, ws_id, message, idempotency_key=checked_idempotency_key(idempotency_key))
+    key = checked_idempotency_key(idempotency_key)
+    turn = turns.send(rt, ws_id, message, idempotency_key=key, defer=defer)
     return 202, {"turn_id": turn.id, "status": turn.status}
 
 

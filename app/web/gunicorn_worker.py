@@ -1,5 +1,6 @@
 """Our gunicorn worker: gthread, with the errors gunicorn answers itself (a URL too long, a bad
-header) sent as JSON like every other error, and a read timeout on request bodies.
+header) sent as JSON like every other error, a read timeout on request bodies, and the work a
+request leaves for after its response (`app/web/after_response.py`).
 
 Run it with `gunicorn --worker-class app.web.gunicorn_worker.JsonThreadWorker 'app:create_app()'`.
 """
@@ -13,6 +14,8 @@ from typing import Any
 from gunicorn import util
 from gunicorn.http import errors
 from gunicorn.workers.gthread import ThreadWorker
+
+from app.web import after_response
 
 MAX_ERROR_DETAIL_CHARS = 200
 
@@ -68,10 +71,13 @@ class JsonThreadWorker(ThreadWorker):
         return REQUEST_READ_TIMEOUT_SECONDS
 
     def handle_request(self, req: Any, conn: Any) -> Any:
-        # A websocket lives on this socket for as long as it is open, quiet or not.
-        if not _is_websocket(req):
-            conn.sock.settimeout(self.read_timeout)
-        return super().handle_request(req, conn)
+        # A websocket lives on this socket for as long as it is open, quiet or not; what it is
+        # asked is done before it answers.
+        if _is_websocket(req):
+            return super().handle_request(req, conn)
+        conn.sock.settimeout(self.read_timeout)
+        with after_response.collecting():  # once the response is out (a send's events)
+            return super().handle_request(req, conn)
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         status, reason = error_status(exc)

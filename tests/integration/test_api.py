@@ -9,7 +9,11 @@ import time
 import httpx
 import pytest
 
+from app import keys
+from app.taskqueue import MODEL_QUEUE
 from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.client import Api
+from tests.integration.gated_after_response_worker import GATE_ENV
 from tests.integration.services import API_TOKEN, free_port
 
 pytestmark = pytest.mark.integration
@@ -338,6 +342,42 @@ def test_repeating_a_decision_without_call_id_is_a_no_op_like_with_it(api, model
     sock.wait_turn_end(turn_id)
     r = api.approve(ws_id, approved=True)  # no active turn any more
     assert r.status_code == 409 and r.json()["pending"] == []
+
+
+# -- a send's answer ---------------------------------------------------------------------
+
+
+def test_a_send_is_answered_once_its_turn_is_stored_and_the_rest_follows(
+    services, api, model, open_socket, workdir, tmp_path
+):
+    """The 202 waits for the turn to be stored and started, not for its first step to be
+    queued or its events to go out: the request does those right after its answer. A web node
+    whose work after an answer waits for a gate shows the order."""
+    gate = tmp_path / "gate"
+    gated_url = services.start_web(
+        worker_class="tests.integration.gated_after_response_worker.GatedAfterResponseWorker",
+        name="web-gated",
+        port=free_port(),
+        env={GATE_ENV: str(gate)},
+    )
+    try:
+        ws_id = api.create_workstream(name="answered first", working_dir=str(workdir))
+        sock = open_socket(ws_id)
+        model.enqueue(Reply(text="after the answer"), match="stored")
+        asked = len(model.history)
+        turn_id = Api(gated_url, API_TOKEN).send(ws_id, "stored")
+        assert api.workstream(ws_id)["active_turn_id"] == turn_id  # stored, started
+        log = services.redis.xrange(keys.event_log(ws_id))
+        assert [e for _id, e in log if turn_id.encode() in e[b"e"]] == []  # nothing out yet
+        assert services.redis.llen(MODEL_QUEUE) == 0 and len(model.history) == asked
+        gate.touch()
+        sock.wait_turn_end(turn_id)
+        states = [e["state"] for e in sock.of_type("state_change") if e["turn_id"] == turn_id]
+        assert states == ["thinking", "idle"]
+        assert [m["content"] for m in api.history(ws_id)] == ["stored", "after the answer"]
+    finally:
+        gate.touch()
+        services.kill("web-gated")
 
 
 # -- idempotent sends -----------------------------------------------------------------

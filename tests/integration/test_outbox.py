@@ -124,6 +124,28 @@ def test_a_claim_waiting_out_a_transition_wakes_as_its_events_go_out(trips, monk
     thread.join(5)
 
 
+def test_a_deferred_transition_holds_its_lock_and_events_until_its_rest_is_run(trips):
+    """A web request answers a send between its commit and its events (`defer`)."""
+    rt = runtime(trips.client)
+    rest: list[Any] = []
+    with ordered(rt, "ws", defer=rest.append) as box:
+        box.add("content", turn_id="t", text="announced")
+        box.after(lambda _rt: rest.append("after"))
+    assert logged(rt, "ws") == [] and trips.client.exists(keys.ws_order("ws"))
+    rest.pop(0)()
+    assert [text for _id, text in logged(rt, "ws")] == ["announced"]
+    assert not trips.client.exists(keys.ws_order("ws")) and rest == ["after"]
+
+
+def test_a_deferred_transition_that_rolled_back_lets_its_lock_go_at_once(trips):
+    rt = runtime(trips.client)
+    rest: list[Any] = []
+    with pytest.raises(RuntimeError), ordered(rt, "ws", defer=rest.append) as box:
+        box.add("content", turn_id="t", text="never")
+        raise RuntimeError("the transaction failed")
+    assert rest == [] and logged(rt, "ws") == [] and not trips.client.exists(keys.ws_order("ws"))
+
+
 def test_an_event_its_fence_refuses_is_dropped_and_the_others_go_out_in_order(trips):
     rt = runtime(trips.client)
     rt.events.set_fence(Fence("t", 2))
