@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import statistics
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +23,23 @@ PRODUCTION_TIMING = {
 
 
 @contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """Within: a SIGTERM (a `kill`, a `timeout`) ends the run as Ctrl-C does, through the blocks
+    that stop what it started. The service's processes live in sessions of their own, so a bench
+    killed outright would leave them running, and a later run could take the dead run's Redis
+    database while its worker still consumes it."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def running_service(
     backend: str = "sqlite", config_toml: str = ""
 ) -> Iterator[tuple[Services, Api, FakeModelServer]]:
@@ -30,7 +48,7 @@ def running_service(
     # The tests' Redis address, or (nothing answering there) a private Redis for this run.
     private = start_private_redis_if_absent()
     try:
-        with FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
+        with stopped_by_sigterm(), FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
             svc = Services(backend, Path(tmp), model.openai_base_url)
             svc.env.update(PRODUCTION_TIMING)
             if config_toml:

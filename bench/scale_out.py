@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.harness import PRODUCTION_TIMING, ms_summary
+from bench.harness import PRODUCTION_TIMING, ms_summary, stopped_by_sigterm
 from tests.fakes.model_server import FakeModelServer
 from tests.integration.client import Api, EventSocket
 from tests.integration.services import (
@@ -125,7 +125,7 @@ def main() -> None:
     private = start_private_redis_if_absent()
     runs: list[Run] = []
     try:
-        with FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
+        with stopped_by_sigterm(), FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
             model.default_delay = args.delay
             svc = Services(args.backend, Path(tmp), model.openai_base_url)
             svc.env.update(PRODUCTION_TIMING)
