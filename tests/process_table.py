@@ -21,6 +21,19 @@ def is_running(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
+def children(pid: int) -> dict[int, str]:
+    """Processes whose parent is `pid` and that still run, with their command lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        fields = _stat_fields(entry.name) if entry.name.isdigit() else None
+        if fields is not None and fields[0] != "Z" and int(fields[1]) == pid:
+            try:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    return found
+
+
 def live_members(pgid: int) -> list[int]:
     """Processes of group `pgid` that still run."""
     members = []

@@ -9,37 +9,16 @@ import signal
 import subprocess
 import sys
 from contextlib import suppress
-from pathlib import Path
 
 import pytest
 
 from tests.integration.client import wait_until
 from tests.integration.services import ROOT
+from tests.process_table import children, is_running
 
 pytestmark = pytest.mark.integration
 
 SERVICE = ("gunicorn", "-m workers", "-m beat")  # what a running service's processes run
-
-
-def children(pid: int) -> dict[int, str]:
-    """The processes whose parent is `pid`, with their command lines."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with suppress(OSError):
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    return found
-
-
-def is_running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_benchmark_stopped_by_sigterm_stops_the_service_it_started():

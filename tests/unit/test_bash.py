@@ -15,7 +15,7 @@ import pytest
 from app.settings import ModelSettings, ToolSettings
 from app.tools import bash
 from app.tools.base import ToolContext
-from tests.process_table import live_members, wait_until
+from tests.process_table import is_running, live_members, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,19 +35,10 @@ def run(tmp_path, command, **args_and_ctx):
     return bash.execute(prep.args, ctx)
 
 
-def is_alive(pid):
-    """A zombie counts as gone: nothing is running, only the exit status is left."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 def gone_soon(pid, seconds=0.5):
     """SIGKILL was sent when the call ended; the kernel finishes the exit a moment later."""
     deadline = time.monotonic() + seconds
-    while is_alive(pid):
+    while is_running(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
