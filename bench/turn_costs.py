@@ -1,6 +1,7 @@
 """What one turn costs the service, counted: tasks sent through Celery, write transactions, SQL
-statements, Redis round trips, and the engine's own time, for a plain turn and an auto-approved
-`echo hello` bash turn, on SQLite or PostgreSQL.
+statements, checks of a pooled connection (a `SELECT 1` round trip each), Redis round trips,
+and the engine's own time, for a plain turn and an auto-approved `echo hello` bash turn, on
+SQLite or PostgreSQL.
 
 Run: python -m bench.turn_costs [--turns 20] [--backend sqlite postgresql]
 The engine runs in this process, as one worker thread that consumes every queue would run it
@@ -32,7 +33,13 @@ from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.services import start_private_redis_if_absent
 
 PHASE_TASKS = {TurnPhase.MODEL: MODEL_STEP_TASK, TurnPhase.TOOLS: TOOL_BATCH_TASK}
-COUNTS = ("celery tasks sent", "write transactions", "SQL statements", "Redis round trips")
+COUNTS = (
+    "celery tasks sent",
+    "write transactions",
+    "SQL statements",
+    "connection checks",
+    "Redis round trips",
+)
 
 
 class Tally:
@@ -43,6 +50,13 @@ class Tally:
         self.on = False
         event.listen(rt.db.engine, "commit", lambda _conn: self._add("write transactions"))
         event.listen(rt.db.engine, "before_cursor_execute", lambda *_a: self._add("SQL statements"))
+        ping = rt.db.engine.dialect.do_ping
+
+        def counted_ping(dbapi_conn: Any) -> bool:
+            self._add("connection checks")
+            return ping(dbapi_conn)
+
+        rt.db.engine.dialect.do_ping = counted_ping  # type: ignore[method-assign,assignment]
         send_task = rt.queue.celery.send_task
 
         def counted_send_task(*args: Any, **kwargs: Any) -> Any:

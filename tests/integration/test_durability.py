@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 import uuid
 
+import psycopg
 import pytest
 
-from app.storage.database import Database
+from app.storage.database import IDLE_CHECK_SECONDS, Database
 from app.storage.models import Turn
 from tests.fakes.model_server import Reply, ToolCall
+from tests.integration.services import PG_ADMIN_URL
 from tests.process_table import live_members, wait_until
 
 pytestmark = pytest.mark.integration
@@ -131,3 +134,29 @@ def test_a_message_stored_by_a_process_that_died_before_starting_it_still_runs(
         ("user", "left behind"),
         ("assistant", "picked up"),
     ]
+
+
+def test_a_database_that_dropped_every_connection_takes_the_next_turn(
+    api, model, services, open_socket, workdir
+):
+    """What a PostgreSQL restart or failover does to the service's pooled connections: each one
+    ends on the server, and the web, the worker and beat are not told."""
+    if services.db.backend != "postgresql":
+        pytest.skip("PostgreSQL's connections")
+    ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(text="before"))
+    sock.wait_turn_end(api.send(ws_id, "one"))
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        dropped = admin.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s",
+            (services.db.name,),
+        ).fetchall()
+    assert len(dropped) >= 2  # the web's and the worker's, at least
+    time.sleep(IDLE_CHECK_SECONDS + 0.3)  # a restart takes longer than the pool's idle check
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo after"})]))
+    model.enqueue(Reply(text="it printed after"))
+    end = sock.wait_turn_end(api.send(ws_id, "two"), timeout=30)
+    assert end["state"] == "idle"
+    assert [e["is_error"] for e in sock.of_type("tool_result")] == [False]
+    assert [m["content"] for m in api.history(ws_id) if m["role"] == "assistant"][-1] == "it printed after"
