@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, bindparam, exists, insert, update
+import sqlalchemy
+from sqlalchemy import BindParameter, Insert, bindparam, exists, func, insert, literal, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from app.engine import fanin
 from app.engine.outbox import Defer, Outbox, ordered
@@ -102,33 +103,67 @@ def send(
 def _store(rt: Runtime, turn: _NewTurn, start: bool, defer: Defer | None) -> str | None:
     """One transaction: the new turn, and the start of the workstream's oldest queued turn if
     none is active (this one, unless an older one waits); the id of the turn it started."""
-    with ordered(rt, turn.ws_id, defer) as out, rt.db.session() as s:
-        if start and _start_at_once(rt, s, out, turn):
+    with ordered(rt, turn.ws_id, defer) as out:
+        if start and rt.db.is_postgresql and _start_in_one_statement(rt, out, turn):
             return turn.id
-        ws = s.get(Workstream, turn.ws_id)
-        if ws is None:
-            raise NotFoundError(f"no workstream {turn.ws_id}")
-        if ws.parent_call_row is not None:  # its one turn is its parent's task
-            raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
-        s.add(turn.row())
-        s.flush()  # an idempotency key's clash shows here, before anything else is done
-        started = _start_oldest(rt, s, out, turn.ws_id) if start else None
-        if started != turn.id:
-            out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
-        return started
+        with rt.db.session() as s:
+            if start and not rt.db.is_postgresql and _start_at_once(rt, s, out, turn):
+                return turn.id
+            return _store_in(rt, s, out, turn, start)
+
+
+def _store_in(rt: Runtime, s: Session, out: Outbox, turn: _NewTurn, start: bool) -> str | None:
+    """In the caller's transaction, any case: a workstream that is busy, has turns queued, is a
+    sub-agent's or is not there; the id of the turn it started."""
+    ws = s.get(Workstream, turn.ws_id)
+    if ws is None:
+        raise NotFoundError(f"no workstream {turn.ws_id}")
+    if ws.parent_call_row is not None:  # its one turn is its parent's task
+        raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
+    s.add(turn.row())
+    s.flush()  # an idempotency key's clash shows here, before anything else is done
+    started = _start_oldest(rt, s, out, turn.ws_id) if start else None
+    if started != turn.id:
+        out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
+    return started
 
 
 def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: _NewTurn) -> bool:
-    """The common case, in fewer statements: an idle workstream with nothing queued (not a
-    sub-agent's) takes `turn` as its active one, and the turn is stored started. False, with
-    nothing written, for any other case: the general path sorts it out (and says what is wrong)."""
+    """The common case on SQLite, in fewer statements: an idle workstream with nothing queued
+    (not a sub-agent's) takes `turn` as its active one, and the turn is stored started. False,
+    with nothing written, for any other case: the general path sorts it out (and says what is
+    wrong)."""
     if not _take(s, turn.ws_id, turn.id, at_once=True):
         return False
     # Its start times are the lease clock's (`Database.now_bound`); an idempotency key's
     # clash shows here.
-    values = asdict(turn) if rt.db.is_postgresql else {**asdict(turn), "now": rt.db.now()}
-    s.connection().execute(_started_insert(rt.db), values)
+    s.connection().execute(_started_insert(rt.db), {**asdict(turn), "now": rt.db.now()})
     _begin(s, out, turn)
+    return True
+
+
+def _start_in_one_statement(rt: Runtime, out: Outbox, turn: _NewTurn) -> bool:
+    """`_start_at_once` on PostgreSQL, as one statement that commits by itself: a round trip
+    where a transaction of three statements took five. Each step of it takes the row the one
+    before returned, so nothing is written unless the workstream was taken; an idempotency
+    key's clash fails it whole."""
+    # No key named as a workstream's column: an UPDATE takes such a parameter as a value to set.
+    values = {
+        "ws_id": turn.ws_id,
+        "turn_id": turn.id,
+        "now": utcnow(),
+        "message": turn.message,
+        "origin": turn.origin,
+        "idempotency_key": turn.idempotency_key,
+        "created": turn.created_at,
+        "message_origin": _stored_origin(turn),
+    }
+    with rt.db.one_statement() as conn:
+        taken = conn.execute(_START_IN_ONE_STATEMENT, values).first()
+    if taken is None:
+        return False
+    recording.turn_started(None)
+    _announce_start(out, turn)
     return True
 
 
@@ -214,6 +249,72 @@ _QUEUED = (
     select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
 )
 _TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
+
+
+def _typed(model: type[SQLModel], column: str, name: str | None = None) -> BindParameter[Any]:
+    """A bind parameter (`name`, else the column's) converted as `model`'s `column` is."""
+    return bindparam(name or column, type_=model.__table__.c[column].type)  # type: ignore[attr-defined]
+
+
+# `_start_at_once` as one statement (PostgreSQL): the workstream taken, then the turn stored
+# started for the workstream that returned, then its message for the turn that returned; the
+# start times are the server's clock, as `Database.now_bound` gives them there.
+_TAKEN = _TAKE_AT_ONCE.returning(col(Workstream.id)).cte("taken")
+_STARTED = (
+    insert(Turn)
+    .from_select(
+        ["id", "ws_id", "message", "origin", "idempotency_key", "created_at"]
+        + [
+            "status",
+            "phase",
+            "started_at",
+            "enqueued_at",
+            "step",
+            "attempt",
+            "step_claims",
+            "cancel_requested",
+        ],
+        sqlalchemy.select(
+            _typed(Turn, "id", "turn_id"),
+            _TAKEN.c.id,
+            _typed(Turn, "message"),
+            _typed(Turn, "origin"),
+            _typed(Turn, "idempotency_key"),
+            _typed(Turn, "created_at", "created"),
+            literal(TurnStatus.ACTIVE.value),
+            literal(TurnPhase.MODEL.value),
+            func.clock_timestamp(),
+            func.clock_timestamp(),
+            literal(0),
+            literal(0),
+            literal(0),
+            literal(False),
+        ),
+        include_defaults=False,  # the column defaults of a nested INSERT are not filled in
+    )
+    .returning(col(Turn.id), col(Turn.ws_id))
+    .cte("started")
+)
+_STORED = (
+    insert(Message)
+    .from_select(
+        ["ws_id", "turn_id", "role", "content", "origin", "created_at", "is_error"],
+        sqlalchemy.select(
+            _STARTED.c.ws_id,
+            _STARTED.c.id,
+            literal("user"),
+            _typed(Message, "content", "message"),
+            _typed(Message, "origin", "message_origin"),
+            _typed(Message, "created_at", "created"),
+            literal(False),
+        ),
+        include_defaults=False,
+    )
+    .returning(col(Message.id))
+    .cte("stored")
+)
+# A SELECT on top: compiled under an INSERT, the UPDATE took the insert's column defaults.
+_START_IN_ONE_STATEMENT = sqlalchemy.select(_STORED.c.id)
 # What a turn's end leads to, in one read: whether it answers a parent's call (a sub-agent's),
 # sub-agents it started (to stop), a turn queued next.
 _AFTER_END = select(
@@ -234,10 +335,19 @@ def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
     """Inside the transaction that starts `turn`: its message joins the conversation, and its
     first step is sent as soon as the transaction commits (its claim waits for these events)."""
     recording.turn_started(s)
-    # A turn that something other than a person started (a watch) says so, stored and shown.
-    origin = turn.origin if turn.origin != "user" else None
-    message = {"role": "user", "content": turn.message, "origin": origin}
+    message = {"role": "user", "content": turn.message, "origin": _stored_origin(turn)}
     insert_row(s, Message, ws_id=turn.ws_id, turn_id=turn.id, **message)
+    _announce_start(out, turn)
+
+
+def _stored_origin(turn: Turn | _NewTurn) -> str | None:
+    """A turn that something other than a person started (a watch) says so, stored and shown."""
+    return turn.origin if turn.origin != "user" else None
+
+
+def _announce_start(out: Outbox, turn: Turn | _NewTurn) -> None:
+    """A started turn's events, and its first step sent once its start has committed."""
+    origin = _stored_origin(turn)
     marked: dict[str, Any] = {"origin": origin} if origin else {}
     out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)

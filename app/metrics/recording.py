@@ -55,8 +55,12 @@ def _drop(s: Session) -> None:
     s.info[_PENDING] = []
 
 
-def turn_started(s: Session) -> None:
-    on_commit(s, TURNS_STARTED.inc)
+def turn_started(s: Session | None) -> None:
+    """Counted when `s` commits; None: the statement that started it has committed."""
+    if s is None:
+        TURNS_STARTED.inc()
+    else:
+        on_commit(s, TURNS_STARTED.inc)
 
 
 def turn_finished(s: Session, outcome: str) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import DateTime, Insert, bindparam, event, exc, func, insert
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, SQLModel, create_engine
 
 from app.storage.write_gate import WriteGate
@@ -102,6 +102,8 @@ class Database:
             # statement took its own snapshot anyway, so a reader sees exactly what it saw.
             reader_options["isolation_level"] = "AUTOCOMMIT"
         self._reader_engine = self.engine.execution_options(**reader_options)
+        # PostgreSQL: a write that is one statement commits by itself (`one_statement`).
+        self._autocommit_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
         # PostgreSQL queues its lock waiters itself; SQLite's writers need the gate to take turns.
         self._gate = WriteGate(path) if path and path != ":memory:" else None
@@ -130,6 +132,16 @@ class Database:
         # transaction when the connection goes back.
         with Session(self._reader_engine, expire_on_commit=False) as session:
             yield session
+
+    @contextmanager
+    def one_statement(self) -> Iterator[Connection]:
+        """A connection on which each statement is a transaction of its own, for a write that
+        is one statement (on PostgreSQL, whose statements, data-modifying CTEs included, are
+        atomic): no BEGIN or COMMIT round trip before and after it."""
+        if not self.is_postgresql:
+            raise ValueError("one-statement writes are for PostgreSQL: SQLite's take the write gate")
+        with self._autocommit_engine.connect() as conn:
+            yield conn
 
     @property
     def is_postgresql(self) -> bool:

@@ -155,13 +155,25 @@ class Statements:
         return [group for group in self.writes if group]
 
 
-def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_three_statements(rt):
+def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_as_few_round_trips_as_it_takes(rt):
     ws = workstreams.create(rt, name="quick")
     asked = Statements(rt)
+    commits: list[str] = []
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
     sent = turns.send(rt, ws.id, "hello")
-    # the workstream taken (idle, nothing queued on it), the turn and its message stored
-    assert asked.committed() == [["UPDATE workstreams", "INSERT turns", "INSERT messages"]]
+    # the workstream taken (idle, nothing queued on it), the turn and its message stored: on
+    # PostgreSQL as one statement that commits by itself (no BEGIN, no COMMIT), on SQLite as
+    # three in one transaction
+    if rt.db.is_postgresql:
+        assert (asked.committed(), commits) == ([["WITH"]], [])
+    else:
+        assert asked.committed() == [["UPDATE workstreams", "INSERT turns", "INSERT messages"]]
     assert sent.status == TurnStatus.ACTIVE
+    with rt.db.session() as s:
+        stored = s.exec(select(Message).where(Message.ws_id == ws.id)).all()
+    assert [(m.role, m.content, m.turn_id, m.origin, m.is_error) for m in stored] == [
+        ("user", "hello", sent.id, None, False)
+    ]
     turn = load(rt, Turn, sent.id)
     assert (turn.status, turn.phase, turn.attempt) == (TurnStatus.ACTIVE, TurnPhase.MODEL, 0)
     assert turn.started_at is not None and turn.enqueued_at is not None
@@ -409,6 +421,28 @@ def test_text_no_database_can_store_is_stored_escaped(rt, model_server):
     assert answer.content == "nul\\x00here lone\ufffdsurrogate"
 
 
+def test_a_send_whose_idempotency_key_raced_in_first_writes_nothing_and_answers_the_first(rt, monkeypatch):
+    ws = workstreams.create(rt, name="raced")
+    with rt.db.session() as s:  # a send with the key, stored (and done) by another request
+        s.add(Turn(id="first", ws_id=ws.id, message="once", status=TurnStatus.DONE, idempotency_key="k"))
+    looked_up = turns._turn_for_key
+    asked: list[str] = []
+
+    def not_yet_on_the_first_look(rt_: Runtime, ws_id: str, key: str) -> Turn | None:
+        asked.append(key)
+        return None if len(asked) == 1 else looked_up(rt_, ws_id, key)
+
+    monkeypatch.setattr(turns, "_turn_for_key", not_yet_on_the_first_look)
+    sent = turns.send(rt, ws.id, "once", idempotency_key="k")
+    assert sent == turns.Sent("first", TurnStatus.DONE) and len(asked) == 2
+    # the clash undid the whole start: the workstream was not taken, no message was stored
+    stored = load(rt, Workstream, ws.id)
+    assert (stored.active_turn_id, stored.state) == (None, WorkstreamState.IDLE)
+    with rt.db.session() as s:
+        assert s.exec(select(Message).where(Message.ws_id == ws.id)).all() == []
+        assert [t.id for t in s.exec(select(Turn).where(Turn.ws_id == ws.id)).all()] == ["first"]
+
+
 def test_a_passing_database_fault_leaves_the_step_to_be_run_again(rt, monkeypatch):
     from sqlalchemy.exc import OperationalError
 
@@ -484,9 +518,11 @@ def test_a_send_stores_and_starts_its_turn_in_one_transaction_and_says_queued_be
     commits: list[str] = []
     event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
     first = turns.send(rt, ws.id, "first")
-    assert first.status == TurnStatus.ACTIVE and len(commits) == 1  # stored and started at once
+    # stored and started at once (on PostgreSQL in one statement, a transaction of its own)
+    at_once = 0 if rt.db.is_postgresql else 1
+    assert first.status == TurnStatus.ACTIVE and len(commits) == at_once
     second = turns.send(rt, ws.id, "second")
-    assert second.status == TurnStatus.QUEUED and len(commits) == 2
+    assert second.status == TurnStatus.QUEUED and len(commits) == at_once + 1
     with rt.db.session() as s:  # the first turn ends (as a model step would end it) ...
         s.exec(update(Turn).where(col(Turn.id) == first.id).values(status=TurnStatus.DONE))
         s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(active_turn_id=None))
