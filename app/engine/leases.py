@@ -28,7 +28,9 @@ from app.storage.models import Turn, TurnStatus
 def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int] | None:
     """Take the turn's `phase` at `step` for this task: its fence and how many times the phase
     has now been claimed; None when that is not ours to run."""
-    with rt.db.session() as s:
+    # One statement where the update returns the turn: on PostgreSQL it commits by itself.
+    returning = rt.db.engine.dialect.update_returning
+    with rt.db.one_statement() if returning else rt.db.session() as s:
         turn = _updated(rt, s, _CLAIM, turn_id=turn_id, of_phase=phase, at_step=step)
         if turn is None:
             return None
@@ -67,7 +69,7 @@ def release(rt: Runtime, fence: Fence) -> None:
     """Let go of a claim no task of this worker will run, so that the task sent for its phase
     may take it at once (not a stale period later). It ran nothing, so it does not count
     against the phase's attempts."""
-    with rt.db.session() as s:
+    with rt.db.one_statement() as s:
         s.exec(
             update(Turn)
             .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
@@ -197,7 +199,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._rt.settings.heartbeat_seconds):
             try:
-                with self._rt.db.session() as s:
+                with self._rt.db.one_statement() as s:
                     alive = beat(self._rt, s, self._fence)
                 if not alive:
                     self.superseded = True

@@ -158,8 +158,8 @@ def _start_in_one_statement(rt: Runtime, out: Outbox, turn: _NewTurn) -> bool:
         "created": turn.created_at,
         "message_origin": _stored_origin(turn),
     }
-    with rt.db.one_statement() as conn:
-        taken = conn.execute(_START_IN_ONE_STATEMENT, values).first()
+    with rt.db.one_statement() as s:
+        taken = s.execute(_START_IN_ONE_STATEMENT, values).first()
     if taken is None:
         return False
     recording.turn_started(None)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import DateTime, Insert, bindparam, event, exc, func, insert
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, create_engine
 
 from app.storage.write_gate import WriteGate
@@ -134,14 +134,16 @@ class Database:
             yield session
 
     @contextmanager
-    def one_statement(self) -> Iterator[Connection]:
-        """A connection on which each statement is a transaction of its own, for a write that
-        is one statement (on PostgreSQL, whose statements, data-modifying CTEs included, are
-        atomic): no BEGIN or COMMIT round trip before and after it."""
+    def one_statement(self) -> Iterator[Session]:
+        """A session for a write that is one statement. On PostgreSQL, whose statements (data-
+        modifying CTEs included) are atomic, that statement commits by itself: no BEGIN or
+        COMMIT round trip before and after it. Elsewhere it is `session()`."""
         if not self.is_postgresql:
-            raise ValueError("one-statement writes are for PostgreSQL: SQLite's take the write gate")
-        with self._autocommit_engine.connect() as conn:
-            yield conn
+            with self.session() as session:
+                yield session
+            return
+        with Session(self._autocommit_engine, expire_on_commit=False) as session:
+            yield session
 
     @property
     def is_postgresql(self) -> bool:

@@ -130,10 +130,18 @@ def test_a_queued_turn_that_starts_while_it_is_withdrawn_is_cancelled_as_the_run
     assert len(model_server.history) == 1
 
 
+def commits_by_itself(conn) -> bool:  # type: ignore[no-untyped-def]
+    """A write on a connection where each statement is its own transaction (a write of one
+    statement on PostgreSQL, `Database.one_statement`): no COMMIT follows it."""
+    options = conn.get_execution_options()
+    return bool(options.get("isolation_level") == "AUTOCOMMIT" and not options.get(READ_ONLY_OPTION))
+
+
 class Statements:
     """What the engine asks the database from here on: each write transaction's statements, in
-    order (a statement as its verb and, for a write, its table; BEGIN left out), and the
-    readers'. A claim's heartbeat, a thread of its own, is left out: it beats when it will."""
+    order (a statement as its verb and, for a write, its table; BEGIN left out; a statement that
+    commits by itself is a transaction of its own), and the readers'. A claim's heartbeat, a
+    thread of its own, is left out: it beats when it will."""
 
     def __init__(self, rt: Runtime) -> None:
         self.writes: list[list[str]] = [[]]
@@ -148,11 +156,29 @@ class Statements:
         what = {"UPDATE": f"UPDATE {words[1]}", "INSERT": f"INSERT {words[2]}"}.get(words[0], words[0])
         if conn.get_execution_options().get(READ_ONLY_OPTION):
             self.reads.append(what)
+        elif commits_by_itself(conn):
+            self.writes[-1:] = [*([self.writes[-1]] if self.writes[-1] else []), [what], []]
         else:
             self.writes[-1].append(what)
 
     def committed(self) -> list[list[str]]:
         return [group for group in self.writes if group]
+
+
+class WriteTransactions:
+    """How many write transactions the engine commits from here on: each COMMIT, and each
+    statement that commits by itself."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.count = 0
+        event.listen(rt.db.engine, "commit", lambda _conn: self._add())
+        event.listen(
+            rt.db.engine, "before_cursor_execute", lambda conn, *_a: self._add(commits_by_itself(conn))
+        )
+
+    def _add(self, counted: bool = True) -> None:
+        if counted and not threading.current_thread().name.startswith("heartbeat-"):
+            self.count += 1
 
 
 def test_a_send_to_an_idle_workstream_stores_and_starts_its_turn_in_as_few_round_trips_as_it_takes(rt):
@@ -536,10 +562,9 @@ def test_a_turn_ends_in_its_replys_transaction_and_starts_the_next_only_when_one
     ws = workstreams.create(rt, name="one end")
     first = turns.send(rt, ws.id, "first")
     model_server.enqueue(Reply(text="one"))
-    commits: list[str] = []
-    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    writes = WriteTransactions(rt)
     model_step.run(rt, first.id, 0)
-    assert len(commits) == 2  # the step's claim, then its answer stored with the turn's end
+    assert writes.count == 2  # the step's claim, then its answer stored with the turn's end
     assert load(rt, Turn, first.id).status == TurnStatus.DONE
     second = turns.send(rt, ws.id, "second")
     third = turns.send(rt, ws.id, "third")
@@ -556,8 +581,7 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
     turn = turns.send(rt, ws.id, "run it")
     model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
     model_step.run(rt, turn.id, 0)
-    commits: list[str] = []
-    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    writes = WriteTransactions(rt)
     batch_reads: list[str] = []
     event.listen(
         rt.db.engine,
@@ -565,7 +589,7 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
         lambda _c, _cur, sql, *_a: batch_reads.append(sql) if "FROM tool_calls" in sql else None,
     )
     tool_batch.run(rt, turn.id, 0)
-    assert len(commits) == 3  # the claim, the call marked running, its result with the batch's end
+    assert writes.count == 3  # the claim, the call marked running, its result with the batch's end
     assert len(batch_reads) == 2  # the batch read to run it, and once more to end it
     events, _ = rt.events.replay(ws.id, 0)
     said = [(e["type"], e.get("output", e.get("state"))) for e in events]
@@ -627,12 +651,11 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     rt.queue.local_queues = frozenset(QUEUES)  # a worker that consumes every queue
     sent: list[tuple[str, str, int]] = []
     monkeypatch.setattr(rt.queue, "send_phase", lambda *args: sent.append(args))
-    commits: list[str] = []
-    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    writes = WriteTransactions(rt)
     chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
     # the first step's claim, its answer with the batch's claim, the call marked running, the
     # result with the next step's claim, the answer with the turn's end: no claim of their own
-    assert len(commits) == 5
+    assert writes.count == 5
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
     assert done.attempt == 3  # three phases, each claimed once

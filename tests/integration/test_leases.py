@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event
 
 from app.engine.leases import beat, check, claim
 from app.errors import StaleAttemptError
@@ -56,6 +57,20 @@ def _end_phase(rt: Runtime) -> None:
 def fence_of(claimed):
     assert claimed is not None
     return claimed[0]
+
+
+def test_a_claim_on_postgresql_is_one_statement_that_commits_by_itself(rt):
+    commits: list[str] = []
+    event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
+    fence, attempts = claim(rt, "t", TurnPhase.MODEL, 0) or (None, 0)
+    assert fence is not None and (fence.attempt, attempts) == (1, 1)
+    # an update that returns the turn needs no transaction around it there (no BEGIN, no
+    # COMMIT); one read back with a second statement does, and SQLite's writers take turns
+    by_itself = rt.db.is_postgresql and rt.db.engine.dialect.update_returning
+    assert commits == ([] if by_itself else ["commit"])
+    with rt.db.session() as s:
+        turn = s.get(Turn, "t")
+        assert turn is not None and turn.attempt == 1 and turn.heartbeat_at is not None
 
 
 def test_a_live_claim_keeps_a_duplicate_delivery_out(rt):
