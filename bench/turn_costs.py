@@ -1,7 +1,8 @@
-"""What one turn costs the service, counted: tasks sent through Celery, write transactions, SQL
-statements, checks of a pooled connection (a `SELECT 1` round trip each), Redis round trips,
-and the engine's own time, for a plain turn and an auto-approved `echo hello` bash turn, on
-SQLite or PostgreSQL.
+"""What one turn costs the service, counted: tasks sent through Celery, write transactions (and
+how many of them were one statement committing by itself, with no BEGIN or COMMIT), SQL
+statements, checks of a pooled connection (a `SELECT 1` round trip each), Redis round trips, and
+the engine's own time, for a plain turn and an auto-approved `echo hello` bash turn, on SQLite
+or PostgreSQL.
 
 Run: python -m bench.turn_costs [--turns 20] [--backend sqlite postgresql]
 The engine runs in this process, as one worker thread that consumes every queue would run it
@@ -27,6 +28,7 @@ from sqlalchemy import event
 
 from app.engine import chain, turns, workstreams
 from app.runtime import Runtime
+from app.storage.database import READ_ONLY_OPTION
 from app.storage.models import Turn, TurnPhase, TurnStatus
 from app.taskqueue import MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
@@ -36,6 +38,7 @@ PHASE_TASKS = {TurnPhase.MODEL: MODEL_STEP_TASK, TurnPhase.TOOLS: TOOL_BATCH_TAS
 COUNTS = (
     "celery tasks sent",
     "write transactions",
+    "  of them one statement committing by itself",
     "SQL statements",
     "connection checks",
     "Redis round trips",
@@ -49,7 +52,7 @@ class Tally:
         self.counts: Counter[str] = Counter()
         self.on = False
         event.listen(rt.db.engine, "commit", lambda _conn: self._add("write transactions"))
-        event.listen(rt.db.engine, "before_cursor_execute", lambda *_a: self._add("SQL statements"))
+        event.listen(rt.db.engine, "before_cursor_execute", self._statement)
         ping = rt.db.engine.dialect.do_ping
 
         def counted_ping(dbapi_conn: Any) -> bool:
@@ -72,6 +75,14 @@ class Tally:
             send_packed(conn, *args, **kwargs)
 
         redis.Connection.send_packed_command = counted_send_packed  # type: ignore[method-assign,assignment]
+
+    def _statement(self, conn: Any, *_args: Any) -> None:
+        self._add("SQL statements")
+        options = conn.get_execution_options()
+        if options.get("isolation_level") == "AUTOCOMMIT" and not options.get(READ_ONLY_OPTION):
+            # a write of one statement on PostgreSQL (`Database.one_statement`): no BEGIN, no COMMIT
+            self._add("write transactions")
+            self._add("  of them one statement committing by itself")
 
     def _add(self, name: str) -> None:
         if self.on:
