@@ -1,5 +1,6 @@
 """PostgreSQL connections: one the server dropped while it sat in the pool is never handed out,
-and one back in use within a moment costs no round trip to check."""
+one back in use within a moment costs no round trip to check, and a request that meets one the
+server dropped just then is answered 503, its retry going through."""
 
 from __future__ import annotations
 
@@ -9,11 +10,22 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis
 from sqlalchemy import text
 
+from app import RETRY_AFTER_SECONDS, create_app
+from app.settings import Settings
 from app.storage import database
 from app.storage.database import Database
-from tests.integration.services import PG_ADMIN_URL, postgres_available
+from app.storage.migrate import upgrade
+from tests.integration.services import (
+    API_TOKEN,
+    PG_ADMIN_URL,
+    REDIS_HOST,
+    REDIS_PORT,
+    lease_redis_db,
+    postgres_available,
+)
 from tests.integration.services import Database as TestDatabase
 
 pytestmark = pytest.mark.integration
@@ -70,3 +82,40 @@ def test_a_connection_back_in_use_within_a_moment_is_not_checked(db, monkeypatch
     time.sleep(0.3)
     assert backend_pid(db, "session") in pids
     assert len(checks) == 1  # idle past the limit: checked once, and found alive
+
+
+def test_a_request_that_meets_a_connection_dropped_just_now_is_a_503_and_its_retry_goes_through(
+    tmp_path, request
+):
+    if not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    made = TestDatabase("postgresql", tmp_path)
+    request.addfinalizer(made.drop)
+    upgrade(made.url)
+    redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}"
+    request.addfinalizer(lambda: redis.Redis.from_url(redis_url).flushdb())  # the lease with it
+    env = {
+        "DATABASE_URL": made.url,
+        "REDIS_URL": redis_url,
+        "TURNSTONE_API_TOKEN": API_TOKEN,
+        "TURNSTONE_WORKING_DIR": str(tmp_path),
+    }
+    app = create_app(Settings.from_mapping({}, env))
+    request.addfinalizer(app.extensions["runtime"].close)
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {API_TOKEN}"}
+    ws_id = client.post("/v1/api/workstreams", json={"name": "dropped"}, headers=auth).get_json()["ws_id"]
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:  # a restart, a failover
+        dropped = admin.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (made.name,)
+        ).fetchall()
+    assert dropped  # the web's pooled connection, used a moment ago: not checked before use
+    send = {"json": {"message": "hello"}, "headers": {**auth, "Idempotency-Key": "once"}}
+    refused = client.post(f"/v1/api/workstreams/{ws_id}/send", **send)
+    assert refused.status_code == 503
+    assert refused.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    assert refused.get_json() == {"error": "the database or Redis cannot be reached just now; try again"}
+    retried = client.post(f"/v1/api/workstreams/{ws_id}/send", **send)
+    assert retried.status_code == 202, retried.get_data()
+    history = client.get(f"/v1/api/workstreams/{ws_id}/history", headers=auth).get_json()["messages"]
+    assert [(m["role"], m["content"]) for m in history] == [("user", "hello")]
