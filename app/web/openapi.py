@@ -22,6 +22,11 @@ _ERRORS = {
     "401": _json(_ref("Error"), "No valid token: none, unknown, expired, revoked, or its user disabled"),
     "403": _json(_ref("Error"), "The token lacks the scope this call needs; `scope` names it"),
     "404": _json(_ref("Error"), "No such workstream"),
+    "503": _json(
+        _ref("Error"),
+        "The database or Redis could not be reached just now (a restart, a failover): retry after "
+        "`Retry-After` seconds",
+    ),
 }
 _BODY_ERRORS = {
     "413": _json(_ref("Error"), "The body, or the message in it, is over the size limit"),
