@@ -12,10 +12,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A request that met a passing fault (the database or Redis unreachable) is answered 503 with
-# this Retry-After: a pooled connection is replaced, and a restart takes a few seconds.
-RETRY_AFTER_SECONDS = 2
-
 
 def create_app(settings: Settings | None = None) -> Flask:
     """The web application; configures nothing at import time."""
@@ -72,8 +68,8 @@ def _register_errors(flask_app: Flask) -> None:
     from flask import jsonify
     from werkzeug.exceptions import HTTPException
 
-    from app.engine.recovery import is_transient
     from app.errors import ServiceError
+    from app.web import faults
     from app.web.requests import discard_body
 
     @flask_app.after_request
@@ -99,10 +95,8 @@ def _register_errors(flask_app: Flask) -> None:
 
     @flask_app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:  # the HTTP boundary: log it, say little
-        if is_transient(exc):  # the database or Redis unreachable, or a connection it dropped
-            log.warning("a request met a passing fault (%s): answered 503", type(exc).__name__)
-            response = jsonify(error="the database or Redis cannot be reached just now; try again")
-            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            return response, 503
-        log.exception("unhandled error")
-        return jsonify(error="internal error"), 500
+        status, body = faults.answer(exc)
+        response = jsonify(body)
+        if status == 503:
+            response.headers["Retry-After"] = str(faults.RETRY_AFTER_SECONDS)
+        return response, status

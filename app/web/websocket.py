@@ -13,13 +13,14 @@ from flask import Flask, current_app, request
 from flask_sock import ConnectionClosed, Sock
 from wsproto.events import Ping, TextMessage
 
+from app.engine.recovery import is_transient
 from app.errors import ServiceError, UnauthorizedError
 from app.events import EventType
 from app.metrics import recording
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS, SOCKET_REAUTH_SECONDS
 from app.users.principal import Principal
-from app.web import access, commands
+from app.web import access, commands, faults
 from app.web.access import presented_token
 from app.web.fanout import RESYNC, STOP, LiveQueue
 from app.web.requests import BadRequestError, field, parse_object, path_id
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 sock = Sock()
 
+REPLAY_RETRY_SECONDS = 0.5  # a relay's pause between reads of the log while Redis is unreachable
 MAX_EVENT_ID = 2**63  # event ids are Redis stream ids: a larger cursor cannot be asked of Redis
 
 
@@ -59,9 +61,8 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
             text = ws.receive(timeout=min(1.0, ping_every))
             if text is not None:
                 _command(ws, rt, ws_id, raw, text)
-            if time.monotonic() - checked >= SOCKET_REAUTH_SECONDS:
-                # A token revoked or expired while the socket is open stops its events too.
-                _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], ws_id)
+            # A token revoked or expired while the socket is open stops its events too.
+            if time.monotonic() - checked >= SOCKET_REAUTH_SECONDS and _still_authorized(rt, raw, ws_id):
                 checked = time.monotonic()
             if time.monotonic() - pinged >= ping_every:
                 if not ws.ping():  # the last ping went unanswered: the peer is gone
@@ -143,22 +144,25 @@ def _cursor(value: str | None) -> int:
 
 
 def _relay(ws: Any, rt: Runtime, ws_id: str, after: int, live: LiveQueue, stop: threading.Event) -> None:
+    def replay(cursor: int) -> int:
+        return _replay_when_redis_answers(ws, rt, ws_id, cursor, stop)
+
     try:
-        last = _send_replay(ws, rt, ws_id, after)
+        last = replay(after)
         while not stop.is_set():
             event = live.get()
             if event["type"] == STOP:
                 return
             if event["type"] == RESYNC:
                 live.resume()  # live delivery back on before the log is read: nothing falls between
-                last = _send_replay(ws, rt, ws_id, last)
+                last = replay(last)
             elif event["id"] == last + 1:
                 ws.send(json.dumps(event))
                 last = event["id"]
             elif event["id"] > last:
                 # Ids of one epoch have no holes: a jump means live delivery missed events (or
                 # Redis began a new epoch). The log has them, or says the client must re-read.
-                last = _send_replay(ws, rt, ws_id, last)
+                last = replay(last)
             # else: the replay already sent it
     except (ConnectionClosed, OSError):
         pass
@@ -167,6 +171,26 @@ def _relay(ws: Any, rt: Runtime, ws_id: str, after: int, live: LiveQueue, stop: 
     finally:
         stop.set()
         ws.close()
+
+
+def _replay_when_redis_answers(ws: Any, rt: Runtime, ws_id: str, after: int, stop: threading.Event) -> int:
+    """`_send_replay`, read again every REPLAY_RETRY_SECONDS while Redis cannot be reached: an
+    outage is a pause, the socket stays open (its commands are answered 503) and its events
+    follow once Redis is back. `after` when the socket closes meanwhile."""
+    warned = False
+    while True:
+        try:
+            return _send_replay(ws, rt, ws_id, after)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            if not warned:
+                log.warning(
+                    "websocket relay for %s: Redis unreachable (%s); reading again", ws_id, type(exc).__name__
+                )
+                warned = True
+        if stop.wait(REPLAY_RETRY_SECONDS):
+            return after
 
 
 def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
@@ -224,9 +248,24 @@ def _command(ws: Any, rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> N
             status, result = commands.cancel_turn(rt, ws_id, body, by=who.name)
     except ServiceError as exc:
         status, result = exc.status, {"error": exc.message, **exc.details}
+    except Exception as exc:  # answered as over HTTP (a 503 to retry, or a 500); the socket stays
+        status, result = faults.answer(exc)
     ws.send(json.dumps({"type": "reply", "request_id": request_id, "status": status, "body": result}))
     if refused is not None:
         raise refused
+
+
+def _still_authorized(rt: Runtime, raw: str, ws_id: str) -> bool:
+    """The socket's token checked again (a ServiceError when it is no longer good); False when
+    the check met a passing fault: the socket stays open and the check is made again shortly."""
+    try:
+        _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], ws_id)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        log.warning("websocket for %s: its token could not be checked again (%s)", ws_id, type(exc).__name__)
+        return False
+    return True
 
 
 def _request_id(body: dict[str, Any]) -> str | int | None:

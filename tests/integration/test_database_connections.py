@@ -13,11 +13,12 @@ import pytest
 import redis
 from sqlalchemy import text
 
-from app import RETRY_AFTER_SECONDS, create_app
+from app import create_app
 from app.settings import Settings
 from app.storage import database
 from app.storage.database import Database
 from app.storage.migrate import upgrade
+from app.web.faults import RETRY_AFTER_SECONDS, UNREACHABLE
 from tests.integration.services import (
     API_TOKEN,
     PG_ADMIN_URL,
@@ -114,7 +115,7 @@ def test_a_request_that_meets_a_connection_dropped_just_now_is_a_503_and_its_ret
     refused = client.post(f"/v1/api/workstreams/{ws_id}/send", **send)
     assert refused.status_code == 503
     assert refused.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
-    assert refused.get_json() == {"error": "the database or Redis cannot be reached just now; try again"}
+    assert refused.get_json() == {"error": UNREACHABLE}
     retried = client.post(f"/v1/api/workstreams/{ws_id}/send", **send)
     assert retried.status_code == 202, retried.get_data()
     history = client.get(f"/v1/api/workstreams/{ws_id}/history", headers=auth).get_json()["messages"]

@@ -1,6 +1,7 @@
 """Redis outages as a running step meets them: publishes and the cancel flag ride out a short
 outage, a cancel check never fails a step, a Redis restarted empty neither silences a step nor
-sends event ids backwards, and a whole turn pauses through an outage instead of failing."""
+sends event ids backwards, and a whole turn pauses through an outage instead of failing; and
+as a client meets them: a send refused with a 503 to retry, over HTTP and the websocket."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from app.engine.cancellation import CancelCheck, raise_flag
 from app.engine.outbox import ordered
 from app.events import EventLog, Fence
 from app.settings import Settings
+from app.web.faults import RETRY_AFTER_SECONDS, UNREACHABLE
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.client import Api, EventSocket
 from tests.integration.redis_faults import PrivateRedisServer, RedisProxy
@@ -186,3 +188,45 @@ def test_a_two_second_outage_mid_command_costs_the_turn_only_a_pause(outage_mid_
     end = outage_mid_command["end"]
     assert end is not None and end["state"] == "idle"
     assert outage_mid_command["history"][-1]["content"] == "all lines printed"
+
+
+def test_a_send_during_an_outage_is_a_503_to_retry_over_http_and_the_websocket(model_server, tmp_path):
+    svc = Services("sqlite", tmp_path, model_server.openai_base_url)
+    proxy = RedisProxy(REDIS_HOST, REDIS_PORT)
+    svc.env["REDIS_URL"] = proxy.url(svc.redis.connection_pool.connection_kwargs["db"])
+    model_server.reset()
+    try:
+        svc.start()
+        api = Api(svc.base_url, API_TOKEN)
+        ws_id = api.create_workstream(working_dir=str(svc.workdir))
+        sock = EventSocket(svc.base_url, API_TOKEN, ws_id)
+        proxy.cut()
+        try:
+            refused = api.http.post(
+                f"/v1/api/workstreams/{ws_id}/send",
+                json={"message": "hello"},
+                headers={"Idempotency-Key": "k"},
+            )
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+            assert refused.json() == {"error": UNREACHABLE}
+            sock.send({"type": "send", "message": "hello", "idempotency_key": "k", "request_id": 1})
+            reply = sock.wait_reply(timeout=30)
+            assert (reply["request_id"], reply["status"], reply["body"]) == (1, 503, {"error": UNREACHABLE})
+        finally:
+            proxy.restore()
+        model_server.enqueue(Reply(text="hello back"))
+        sock.send({"type": "send", "message": "hello", "idempotency_key": "k", "request_id": 2})
+        reply = sock.wait_reply(timeout=30)  # the same socket, still open: the retry goes through
+        assert (reply["request_id"], reply["status"]) == (2, 202)
+        assert sock.wait_turn_end(reply["body"]["turn_id"])["state"] == "idle"
+        history = api.history(ws_id)
+        assert [(m["role"], m["content"]) for m in history] == [
+            ("user", "hello"),
+            ("assistant", "hello back"),
+        ]
+        sock.close()
+    finally:
+        proxy.close()
+        svc.stop()
+        model_server.reset()
