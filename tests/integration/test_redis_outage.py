@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -136,17 +138,28 @@ def test_after_redis_restarts_empty_a_running_step_still_publishes_with_higher_i
         server.discard()
 
 
-@pytest.fixture(scope="module")
-def outage_mid_command(model_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    """A turn whose bash command meets a 2 s Redis outage; the whole service (web, worker, beat)
-    reaches Redis through the proxy, as over a network. What a user saw, once the dust settled."""
-    tmp = tmp_path_factory.mktemp("outage")
+@contextmanager
+def behind_a_proxy(model_server: Any, tmp: Path) -> Iterator[tuple[Services, RedisProxy]]:
+    """The whole service (web, worker, beat) started with Redis reached through a proxy the test
+    can cut, as over a network; stopped, and the fake model reset, at the end."""
     svc = Services("sqlite", tmp, model_server.openai_base_url)
     proxy = RedisProxy(REDIS_HOST, REDIS_PORT)
     svc.env["REDIS_URL"] = proxy.url(svc.redis.connection_pool.connection_kwargs["db"])
     model_server.reset()
     try:
         svc.start()
+        yield svc, proxy
+    finally:
+        proxy.close()
+        svc.stop()
+        model_server.reset()
+
+
+@pytest.fixture(scope="module")
+def outage_mid_command(model_server, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """A turn whose bash command meets a 2 s Redis outage; the whole service (web, worker, beat)
+    reaches Redis through the proxy, as over a network. What a user saw, once the dust settled."""
+    with behind_a_proxy(model_server, tmp_path_factory.mktemp("outage")) as (svc, proxy):
         api = Api(svc.base_url, API_TOKEN)
         ws_id = api.create_workstream(working_dir=str(svc.workdir), auto_approve=True)
         sock = EventSocket(svc.base_url, API_TOKEN, ws_id)
@@ -163,10 +176,6 @@ def outage_mid_command(model_server, tmp_path_factory) -> Iterator[dict[str, Any
             end = None
         yield {"result": result, "end": end, "events": list(sock.events), "history": api.history(ws_id)}
         sock.close()
-    finally:
-        proxy.close()
-        svc.stop()
-        model_server.reset()
 
 
 def test_a_two_second_outage_mid_command_leaves_the_command_running_and_its_result_whole(outage_mid_command):
@@ -191,12 +200,7 @@ def test_a_two_second_outage_mid_command_costs_the_turn_only_a_pause(outage_mid_
 
 
 def test_a_send_during_an_outage_is_a_503_to_retry_over_http_and_the_websocket(model_server, tmp_path):
-    svc = Services("sqlite", tmp_path, model_server.openai_base_url)
-    proxy = RedisProxy(REDIS_HOST, REDIS_PORT)
-    svc.env["REDIS_URL"] = proxy.url(svc.redis.connection_pool.connection_kwargs["db"])
-    model_server.reset()
-    try:
-        svc.start()
+    with behind_a_proxy(model_server, tmp_path) as (svc, proxy):
         api = Api(svc.base_url, API_TOKEN)
         ws_id = api.create_workstream(working_dir=str(svc.workdir))
         sock = EventSocket(svc.base_url, API_TOKEN, ws_id)
@@ -226,7 +230,3 @@ def test_a_send_during_an_outage_is_a_503_to_retry_over_http_and_the_websocket(m
             ("assistant", "hello back"),
         ]
         sock.close()
-    finally:
-        proxy.close()
-        svc.stop()
-        model_server.reset()
