@@ -313,7 +313,7 @@ _STORED = (
     .returning(col(Message.id))
     .cte("stored")
 )
-# A SELECT on top: compiled under an INSERT, the UPDATE took the insert's column defaults.
+# A SELECT on top, so that a session runs it as it is (an INSERT on top takes its ORM bulk path).
 _START_IN_ONE_STATEMENT = sqlalchemy.select(_STORED.c.id)
 # What a turn's end leads to, in one read: whether it answers a parent's call (a sub-agent's),
 # sub-agents it started (to stop), a turn queued next.
