@@ -28,7 +28,7 @@ from sqlalchemy import event
 
 from app.engine import chain, turns, workstreams
 from app.runtime import Runtime
-from app.storage.database import READ_ONLY_OPTION
+from app.storage.database import ONE_STATEMENT_OPTION
 from app.storage.models import Turn, TurnPhase, TurnStatus
 from app.taskqueue import MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
@@ -78,9 +78,7 @@ class Tally:
 
     def _statement(self, conn: Any, *_args: Any) -> None:
         self._add("SQL statements")
-        options = conn.get_execution_options()
-        if options.get("isolation_level") == "AUTOCOMMIT" and not options.get(READ_ONLY_OPTION):
-            # a write of one statement on PostgreSQL (`Database.one_statement`): no BEGIN, no COMMIT
+        if conn.get_execution_options().get(ONE_STATEMENT_OPTION):  # no BEGIN, no COMMIT
             self._add("write transactions")
             self._add("  of them one statement committing by itself")
 

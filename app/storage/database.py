@@ -16,6 +16,8 @@ from app.storage.write_gate import WriteGate
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 READ_ONLY_OPTION = "turnstone_read_only"
+# Marks the connections of `Database.one_statement` on PostgreSQL: each write commits by itself.
+ONE_STATEMENT_OPTION = "turnstone_one_statement"
 # A pooled PostgreSQL connection that sat unused this long is checked before it is handed out.
 IDLE_CHECK_SECONDS = 1.0
 _RETURNED_AT = "turnstone_returned_at"  # in a connection record's info: when it was last checked in
@@ -103,7 +105,9 @@ class Database:
             reader_options["isolation_level"] = "AUTOCOMMIT"
         self._reader_engine = self.engine.execution_options(**reader_options)
         # PostgreSQL: a write that is one statement commits by itself (`one_statement`).
-        self._autocommit_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._autocommit_engine = self.engine.execution_options(
+            isolation_level="AUTOCOMMIT", **{ONE_STATEMENT_OPTION: True}
+        )
         path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
         # PostgreSQL queues its lock waiters itself; SQLite's writers need the gate to take turns.
         self._gate = WriteGate(path) if path and path != ":memory:" else None

@@ -30,7 +30,7 @@ from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
 from app.runtime import Runtime
-from app.storage.database import READ_ONLY_OPTION
+from app.storage.database import ONE_STATEMENT_OPTION, READ_ONLY_OPTION
 from app.storage.models import Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
 from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from tests.fakes.model_server import Reply, ToolCall
@@ -131,10 +131,8 @@ def test_a_queued_turn_that_starts_while_it_is_withdrawn_is_cancelled_as_the_run
 
 
 def commits_by_itself(conn) -> bool:  # type: ignore[no-untyped-def]
-    """A write on a connection where each statement is its own transaction (a write of one
-    statement on PostgreSQL, `Database.one_statement`): no COMMIT follows it."""
-    options = conn.get_execution_options()
-    return bool(options.get("isolation_level") == "AUTOCOMMIT" and not options.get(READ_ONLY_OPTION))
+    """A write of one statement on PostgreSQL (`Database.one_statement`): no COMMIT follows it."""
+    return bool(conn.get_execution_options().get(ONE_STATEMENT_OPTION))
 
 
 class Statements:
@@ -157,7 +155,7 @@ class Statements:
         if conn.get_execution_options().get(READ_ONLY_OPTION):
             self.reads.append(what)
         elif commits_by_itself(conn):
-            self.writes[-1:] = [*([self.writes[-1]] if self.writes[-1] else []), [what], []]
+            self.writes.extend([[what], []])
         else:
             self.writes[-1].append(what)
 
