@@ -8,6 +8,7 @@ from typing import Any
 import redis
 
 from app.engine.conversation_cache import ConversationCache
+from app.engine.heartbeats import Heartbeats
 from app.events import EventLog
 from app.settings import Settings
 from app.storage.database import Database
@@ -28,6 +29,7 @@ class Runtime:
     fetcher: Any = None  # app.tools.fetch.Fetcher: the SSRF-guarded fetcher tools reach the web with
     mcp: Any = None  # app.mcp.service.MCPService: started by workers only
     conversations: ConversationCache = field(default_factory=ConversationCache)  # model steps' copy
+    heartbeats: Heartbeats = field(default_factory=Heartbeats)  # the claims its running phases hold
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

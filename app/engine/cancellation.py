@@ -8,6 +8,7 @@ import time
 import redis
 
 from app import keys
+from app.engine.heartbeats import HeldClaim
 from app.events import retrying
 from app.runtime import Runtime
 
@@ -27,17 +28,17 @@ class CancelCheck:
     first checks here, so asking Redis within CHECK_EVERY_SECONDS of now would tell nothing
     more (a round trip per phase saved)."""
 
-    def __init__(self, rt: Runtime, turn_id: str, heartbeat: object | None = None) -> None:
+    def __init__(self, rt: Runtime, turn_id: str, held: HeldClaim | None = None) -> None:
         self._rt = rt
         self._turn_id = turn_id
         self._key = keys.turn_cancel(turn_id)
-        self._heartbeat = heartbeat
+        self._held = held
         self._checked_at = time.monotonic()
         self._cancelled = False
         self._unreachable = False
 
     def __call__(self) -> bool:
-        if self._cancelled or getattr(self._heartbeat, "superseded", False):
+        if self._cancelled or (self._held is not None and self._held.superseded):
             return True
         now = time.monotonic()
         if now - self._checked_at >= CHECK_EVERY_SECONDS:

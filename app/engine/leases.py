@@ -7,16 +7,15 @@ attempt inside its own transaction, so a stale worker's writes are refused.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import DateTime, Interval, Update, bindparam, case, or_, update
-from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, col
 
+from app.engine.heartbeats import HeldClaim
 from app.engine.outbox import wait_for_order
 from app.errors import StaleAttemptError
 from app.events import Fence
@@ -178,31 +177,14 @@ def fenced(rt: Runtime, fence: Fence) -> Iterator[tuple[Session, Turn]]:
         yield s, check(rt, s, fence)
 
 
-class Heartbeat:
-    """Keeps a claim fresh while a task runs; notices when it has been superseded."""
+@contextmanager
+def kept_alive(rt: Runtime, fence: Fence) -> Iterator[HeldClaim]:
+    """Keep the claim fresh while the block (a phase) runs: the runtime's one heartbeat thread
+    refreshes it (`app.engine.heartbeats`); `superseded` once it is found gone."""
 
-    def __init__(self, rt: Runtime, fence: Fence) -> None:
-        self._rt = rt
-        self._fence = fence
-        self._stop = threading.Event()
-        self.superseded = False
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{fence.turn_id}", daemon=True)
+    def refresh(held: Fence) -> bool:
+        with rt.db.one_statement() as s:
+            return beat(rt, s, held)
 
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._rt.settings.heartbeat_seconds):
-            try:
-                with self._rt.db.one_statement() as s:
-                    alive = beat(self._rt, s, self._fence)
-                if not alive:
-                    self.superseded = True
-                    return
-            except DBAPIError:  # the database blinked: the next tick tries again
-                continue
+    with rt.heartbeats.holding(fence, refresh, rt.settings.heartbeat_seconds) as held:
+        yield held

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import Heartbeat, claim
+from app.engine.leases import claim, kept_alive
 from app.engine.recovery import fail_turn, is_transient
 from app.errors import StaleAttemptError
 from app.events import Fence
@@ -41,8 +41,8 @@ def run_phase(
             rt, fence, f"this turn's {phase} step failed {attempts - 1} times; see the worker log"
         )
     try:
-        with recording.phase_timer(phase), Heartbeat(rt, fence) as heartbeat:
-            body(fence, CancelCheck(rt, turn_id, heartbeat))
+        with recording.phase_timer(phase), kept_alive(rt, fence) as held:
+            body(fence, CancelCheck(rt, turn_id, held))
     except StaleAttemptError:
         log.warning("turn %s: attempt %s was superseded; stopping", turn_id, fence.attempt)
     except Exception as exc:  # the task boundary

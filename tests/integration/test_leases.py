@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from contextlib import ExitStack
+from datetime import timedelta
+
 import pytest
 from sqlalchemy import event
 
-from app.engine.leases import beat, check, claim
+from app.engine.leases import beat, check, claim, kept_alive
 from app.errors import StaleAttemptError
 from app.runtime import Runtime
 from app.settings import Settings
@@ -14,6 +19,8 @@ from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream
 from tests.integration.services import REDIS_HOST, REDIS_PORT, Database, lease_redis_db, postgres_available
 
 pytestmark = pytest.mark.integration
+
+HEARTBEAT_SECONDS = 0.1  # the claims' stale period is 0.3 s
 
 
 @pytest.fixture(
@@ -34,6 +41,7 @@ def rt(request, tmp_path):
         database_url=url,
         redis_url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{lease_redis_db()}",
         stale_after_seconds=0.3,
+        heartbeat_seconds=HEARTBEAT_SECONDS,
     )
     runtime = Runtime.create(settings)
     runtime.db.engine.dialect.update_returning = returning
@@ -79,8 +87,6 @@ def test_a_live_claim_keeps_a_duplicate_delivery_out(rt):
 
 
 def test_a_claim_gone_stale_is_taken_over_and_the_old_attempt_fenced_out(rt):
-    import time
-
     old, first = claim(rt, "t", TurnPhase.MODEL, 0)
     time.sleep(0.4)  # its worker stopped beating
     new, second = claim(rt, "t", TurnPhase.MODEL, 0)
@@ -105,3 +111,58 @@ def test_a_claim_for_a_phase_or_step_that_moved_on_is_refused(rt):
     _end_phase(rt)
     assert claim(rt, "t", TurnPhase.MODEL, 0) is None
     assert claim(rt, "t", TurnPhase.TOOLS, 1) is None
+
+
+def _add_turns(rt: Runtime, ids: list[str]) -> None:
+    with rt.db.session() as s:
+        for turn_id in ids:
+            s.add(Turn(id=turn_id, ws_id="ws", message="hi", status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL))
+
+
+def _heartbeat_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("heartbeat")]  # then and now
+
+
+def test_a_held_claim_stays_fresh_past_its_stale_period(rt):
+    fence = fence_of(claim(rt, "t", TurnPhase.MODEL, 0))
+    with kept_alive(rt, fence) as held:
+        time.sleep(1.0)  # over three stale periods
+        assert claim(rt, "t", TurnPhase.MODEL, 0) is None  # still ours: a duplicate is kept out
+        assert not held.superseded
+    time.sleep(0.4)  # nothing refreshes it now
+    assert claim(rt, "t", TurnPhase.MODEL, 0) is not None
+
+
+def test_a_held_claim_taken_over_is_marked_superseded(rt):
+    fence = fence_of(claim(rt, "t", TurnPhase.MODEL, 0))
+    with kept_alive(rt, fence) as held:
+        with rt.db.session() as s:  # as if the worker had stalled past the stale period
+            turn = s.get(Turn, "t")
+            turn.heartbeat_at = rt.db.now() - timedelta(seconds=10)
+            s.add(turn)
+        new = fence_of(claim(rt, "t", TurnPhase.MODEL, 0))
+        deadline = time.monotonic() + 2
+        while not held.superseded and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert held.superseded
+        with rt.db.session() as s:  # the old attempt's refresh did not touch the new claim's turn
+            assert s.get(Turn, "t").attempt == new.attempt
+
+
+def test_one_thread_keeps_every_held_claim_and_goes_once_none_is_held(rt):
+    ids = ["t1", "t2", "t3", "t4"]
+    _add_turns(rt, ids)
+    before = set(_heartbeat_threads())  # another runtime's may still be ending
+    fences = [fence_of(claim(rt, turn_id, TurnPhase.MODEL, 0)) for turn_id in ids]
+    with ExitStack() as stack:
+        helds = [stack.enter_context(kept_alive(rt, fence)) for fence in fences]
+        started = set(_heartbeat_threads()) - before
+        assert len(started) == 1  # one for four claims, not one each
+        (thread,) = started
+        time.sleep(1.0)
+        assert [claim(rt, turn_id, TurnPhase.MODEL, 0) for turn_id in ids] == [None] * 4
+        assert not any(held.superseded for held in helds)
+    with kept_alive(rt, fences[0]):  # a phase right after another: the same thread, none started
+        assert set(_heartbeat_threads()) - before == {thread}
+    thread.join(timeout=2 * HEARTBEAT_SECONDS + 1)
+    assert not thread.is_alive()  # a pass that found no claim held ended it
