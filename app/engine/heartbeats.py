@@ -27,6 +27,8 @@ from app.events import Fence
 
 log = logging.getLogger(__name__)
 
+THREAD_NAME = "heartbeats"
+
 Refresh = Callable[[Fence], bool]  # refresh a claim; False once it is no longer this attempt's
 
 
@@ -55,7 +57,7 @@ class Heartbeats:
             self._held.add(held)
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._run, args=(refresh, interval), name="heartbeats", daemon=True
+                    target=self._run, args=(refresh, interval), name=THREAD_NAME, daemon=True
                 )
                 self._thread.start()
         try:

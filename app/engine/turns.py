@@ -329,6 +329,10 @@ _FREE = (
     .where(col(Workstream.id) == bindparam("ws_id"), col(Workstream.active_turn_id) == bindparam("turn_id"))
     .values(active_turn_id=None, state=bindparam("new_state"), updated_at=bindparam("now"))
 )
+# The same, answering what `_AFTER_END` asks. Its reads see the database as the update began;
+# a queued turn stored after that cannot be missed: sends store under the ordering lock the
+# end holds.
+_FREE_TELLING = _FREE.returning(*_AFTER_END.selected_columns)
 
 
 def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
@@ -373,7 +377,13 @@ def end_turn(
     s.add(turn)
     state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
     freed = {"ws_id": turn.ws_id, "turn_id": turn.id, "new_state": state, "now": utcnow()}
-    s.connection().execute(_FREE, freed)
+    # Where an update returns rows, freeing the workstream also says what comes after (one
+    # statement, not two); a workstream this turn no longer held is asked separately.
+    after_end = None
+    if s.get_bind().dialect.update_returning:
+        after_end = s.connection().execute(_FREE_TELLING, freed).one_or_none()
+    else:
+        s.connection().execute(_FREE, freed)
     if error is not None:
         out.add(EventType.ERROR, turn_id=turn.id, fence=fence, message=error)
     if status == TurnStatus.CANCELLED:
@@ -381,9 +391,9 @@ def end_turn(
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
     # A queued turn is looked for under the workstream's ordering lock: a send that stores a
     # turn after this commits finds the workstream idle and starts its turn itself.
-    kind, parent_call_row, has_children, has_queued = (
-        s.connection().execute(_AFTER_END, {"turn_id": turn.id, "ws_id": turn.ws_id}).one()
-    )
+    if after_end is None:  # no rows returned, or this turn no longer held the workstream
+        after_end = s.connection().execute(_AFTER_END, {"turn_id": turn.id, "ws_id": turn.ws_id}).one()
+    kind, parent_call_row, has_children, has_queued = after_end
     answers_parent = kind == TASK and parent_call_row is not None
     fanin.record_end(s, out, turn, status, error, answers_parent, bool(has_children))
     recording.turn_finished(s, status)

@@ -26,6 +26,7 @@ from app.engine import (
     turns,
     workstreams,
 )
+from app.engine.heartbeats import THREAD_NAME as HEARTBEATS
 from app.engine.leases import claim
 from app.engine.recovery import fail_turn
 from app.events import EventType
@@ -148,7 +149,7 @@ class Statements:
         event.listen(rt.db.engine, "commit", lambda _conn: self.writes.append([]))
 
     def _note(self, conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        if statement.startswith("BEGIN") or threading.current_thread().name.startswith("heartbeat-"):
+        if statement.startswith("BEGIN") or threading.current_thread().name == HEARTBEATS:
             return
         words = statement.split()
         what = {"UPDATE": f"UPDATE {words[1]}", "INSERT": f"INSERT {words[2]}"}.get(words[0], words[0])
@@ -175,7 +176,7 @@ class WriteTransactions:
         )
 
     def _add(self, counted: bool = True) -> None:
-        if counted and not threading.current_thread().name.startswith("heartbeat-"):
+        if counted and threading.current_thread().name != HEARTBEATS:
             self.count += 1
 
 
@@ -240,11 +241,30 @@ def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(
     assert reads == ["SELECT"] * 3  # the turn with its workstream, the conversation, memories
     assert writes == [
         ["UPDATE turns"],  # the claim
-        # the fence checked, the answer stored, the workstream freed, one read of what follows
-        # (a parent to answer, sub-agents to stop, a queued turn), the turn ended
-        ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "SELECT", "UPDATE turns"],
+        # the fence checked, the answer stored, the workstream freed (its update also
+        # answering what follows: a parent to answer, sub-agents to stop, a queued turn), the
+        # turn ended
+        ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "UPDATE turns"],
     ]
     assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
+
+
+def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_the_queued_turn(
+    rt, model_server
+):
+    ws = workstreams.create(rt, name="no returning")
+    first, second = turns.send(rt, ws.id, "first"), turns.send(rt, ws.id, "second")
+    assert second.status == TurnStatus.QUEUED
+    rt.db.engine.dialect.update_returning = False  # as SQLite before 3.35
+    model_server.enqueue(Reply(text="one"))
+    asked = Statements(rt)
+    model_step.run(rt, first.id, 0)
+    end = next(group for group in asked.committed() if "INSERT messages" in group)  # the answer's
+    freed = end.index("UPDATE workstreams")
+    assert end[freed : freed + 2] == ["UPDATE workstreams", "SELECT"]  # what follows, read apart
+    assert load(rt, Turn, first.id).status == TurnStatus.DONE
+    assert load(rt, Turn, second.id).status == TurnStatus.ACTIVE
+    assert load(rt, Workstream, ws.id).active_turn_id == second.id
 
 
 def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading(rt, model_server, tmp_path):
