@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
@@ -76,6 +76,9 @@ class Handoff:
     task: str | None = None
     step: int = 0
     claim: Fence | None = None  # the next phase, claimed for this task by the hand-off itself
+    # What the hand-off began of that phase, for it to take up (a batch's only call, already
+    # marked running: app.engine.calls.StartedCall); only ever with a claim.
+    started: Any = None
 
 
 class TaskQueue:
@@ -95,8 +98,8 @@ class TaskQueue:
     def model_step(self, turn_id: str, step: int, claim: Fence | None = None) -> None:
         self._phase(MODEL_STEP_TASK, turn_id, step, claim)
 
-    def tool_batch(self, turn_id: str, step: int, claim: Fence | None = None) -> None:
-        self._phase(TOOL_BATCH_TASK, turn_id, step, claim)
+    def tool_batch(self, turn_id: str, step: int, claim: Fence | None = None, started: Any = None) -> None:
+        self._phase(TOOL_BATCH_TASK, turn_id, step, claim, started)
 
     def send_phase(self, task: str, turn_id: str, step: int) -> None:
         """Send a phase task whatever is being kept (a kept phase this worker will not run)."""
@@ -127,17 +130,19 @@ class TaskQueue:
         kept: Handoff | None = getattr(self._kept, "handoff", None)
         return kept if kept is not None and kept.turn_id == turn_id and kept.task is None else None
 
-    def _phase(self, task: str, turn_id: str, step: int, claim: Fence | None) -> None:
+    def _phase(self, task: str, turn_id: str, step: int, claim: Fence | None, started: Any = None) -> None:
         """Keep the hand-off or send it. One that comes with its claim was judged keepable
         (`will_keep`) inside the transaction that claimed it: it is kept whatever, and the keeper
         releases the claim should it end up sending the phase (`chain.run`)."""
         kept = self._keeper(turn_id)
-        if claim is not None and kept is None:
+        if (claim is not None or started is not None) and kept is None:
             raise RuntimeError(f"turn {turn_id}: a claimed hand-off with no keeper")
+        if started is not None and claim is None:
+            raise RuntimeError(f"turn {turn_id}: a hand-off that began its phase without claiming it")
         if kept is None or (claim is None and not self.runs_here(task)):
             self.send_phase(task, turn_id, step)
         else:
-            kept.task, kept.step, kept.claim = task, step, claim
+            kept.task, kept.step, kept.claim, kept.started = task, step, claim, started
 
     def finish_call(self, turn_id: str, call_id: str, output: str, is_error: bool = False) -> None:
         """End a waiting call from anywhere (a sub-agent's end, an external event)."""

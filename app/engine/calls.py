@@ -4,7 +4,8 @@
         |          |          |           |-> waiting -> done     (finished later, by another task)
         v          v          v           '-> interrupted         (found running after its worker died)
       error      denied    cancelled
-    (and on cancel or failure: pending -> denied, approved | waiting -> cancelled, running -> interrupted)
+    (and on cancel or failure: pending -> denied, approved | waiting -> cancelled, running -> interrupted;
+    a call its hand-off stored running that never ran: running -> approved | cancelled)
 
 Every transition is a conditional UPDATE on the state it leaves, so a repeated or
 racing task changes nothing. Whatever ends a call, its result is stored here, its
@@ -14,7 +15,10 @@ sent by `announce`.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
@@ -55,6 +59,8 @@ CANCELLED_WAITING_OUTPUT = "Cancelled by user while it was still running."
 CANCEL_FEEDBACK = "Cancelled by user"
 
 MAX_STORED_NAME = 200  # the call_id and func_name columns
+
+RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # recorded with each call this process starts
 
 
 def denial_text(feedback: str | None) -> str:
@@ -178,6 +184,29 @@ def start(s: Session, row: ToolCall, runner: str | None = None) -> bool:
     return _move(s, row, [CallStatus.APPROVED], status=CallStatus.RUNNING, started_at=utcnow(), runner=runner)
 
 
+@dataclass(frozen=True)
+class StartedCall:
+    """A batch's only call, stored already running by the transaction that handed the batch
+    on to the task that runs it next (`start_as_handed_on`), and the workstream as that
+    transaction left it: the batch runs the call without reading or writing first."""
+
+    ws: Workstream
+    row: ToolCall
+
+
+def start_as_handed_on(row: ToolCall) -> None:
+    """approved -> running for a call not yet stored, in the transaction that hands its batch
+    on to this task, which runs it next: committed before it runs, as `start` is."""
+    row.status, row.started_at, row.runner = CallStatus.RUNNING, utcnow(), RUNNER
+
+
+def unstart(s: Session, row: ToolCall) -> bool:
+    """running -> approved, for a call marked running by its hand-off whose task then sent the
+    batch instead of running it (its worker began shutting down): the task that takes the
+    batch runs it, rather than finding it running and calling it interrupted."""
+    return _move(s, row, [CallStatus.RUNNING], status=CallStatus.APPROVED, started_at=None, runner=None)
+
+
 def wait(s: Session, row: ToolCall, waiting_on: str) -> bool:
     """running -> waiting: the execute phase is over, the outcome comes later."""
     return _move(s, row, [CallStatus.RUNNING], status=CallStatus.WAITING, waiting_on=waiting_on[:200])
@@ -210,9 +239,10 @@ def interrupt(s: Session, row: ToolCall) -> bool:
     return finish(s, row, output, True, CallStatus.INTERRUPTED, [CallStatus.RUNNING])
 
 
-def cancel_unstarted(s: Session, row: ToolCall) -> bool:
-    """approved -> cancelled: the turn was cancelled before a thread picked the call up."""
-    return finish(s, row, CANCELLED_OUTPUT, True, CallStatus.CANCELLED, [CallStatus.APPROVED])
+def cancel_unstarted(s: Session, row: ToolCall, leaving: CallStatus = CallStatus.APPROVED) -> bool:
+    """approved -> cancelled: the turn was cancelled before a thread picked the call up (or
+    running -> cancelled, `leaving`, for a call its hand-off marked running that never ran)."""
+    return finish(s, row, CANCELLED_OUTPUT, True, CallStatus.CANCELLED, [leaving])
 
 
 def close_open(s: Session, rows: list[ToolCall], by: str, failure: str | None = None) -> list[ToolCall]:

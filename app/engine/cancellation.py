@@ -46,6 +46,15 @@ class CancelCheck:
             self._cancelled = self._read_flag()
         return self._cancelled
 
+    def now(self) -> bool:
+        """`self()`, with the flag asked of Redis now whenever it was last asked: for a phase
+        that did not read the turn's `cancel_requested` as it began."""
+        if self._cancelled or (self._held is not None and self._held.superseded):
+            return True
+        self._checked_at = time.monotonic()
+        self._cancelled = self._read_flag()
+        return self._cancelled
+
     def _read_flag(self) -> bool:
         try:
             flag = bool(self._rt.redis.exists(self._key))

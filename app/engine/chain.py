@@ -22,16 +22,19 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
 
-from app.engine import leases, model_step, tool_batch
+from app.engine import calls, leases, model_step, tool_batch
+from app.engine.calls import StartedCall
+from app.engine.leases import fenced
+from app.errors import StaleAttemptError
 from app.events import Fence
 from app.runtime import Runtime
-from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
+from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK, Handoff
 
 MAX_CHAINED_PHASES = 20
 
 log = logging.getLogger(__name__)
 
-PHASES: dict[str, Callable[[Runtime, str, int, Fence | None], None]] = {
+PHASES: dict[str, Callable[[Runtime, str, int, Handoff | None], None]] = {
     MODEL_STEP_TASK: model_step.run,
     TOOL_BATCH_TASK: tool_batch.run,
 }
@@ -40,19 +43,30 @@ PHASES: dict[str, Callable[[Runtime, str, int, Fence | None], None]] = {
 def run(rt: Runtime, task: str, turn_id: str, step: int) -> None:
     """Run the phase task `task`, then each phase it hands its own turn on to that this
     worker may run; the rest is sent."""
-    claim: Fence | None = None  # the kept phase's claim, when the hand-off made it
+    handed: Handoff | None = None  # the kept phase, as the hand-off that kept it left it
     for _ in range(MAX_CHAINED_PHASES):
         with rt.queue.keeping(turn_id) as kept:
-            PHASES[task](rt, turn_id, step, claim)
+            PHASES[task](rt, turn_id, step, handed)
         if kept.task is None:
             return
-        task, step, claim = kept.task, kept.step, kept.claim
+        handed, task, step = kept, kept.task, kept.step
         if not rt.queue.runs_here(task):  # this worker began shutting down meanwhile
             break
-    if claim is not None:
+    if handed is not None and handed.claim is not None:
         try:
-            leases.release(rt, claim)
-        except DBAPIError as exc:  # the claim goes stale instead; the sweeper sends it again
+            _give_back(rt, handed.claim, handed.started)
+        except (DBAPIError, StaleAttemptError) as exc:  # the claim goes stale instead; the
+            # sweeper sends the phase again
             log.warning("turn %s: could not release its kept claim (%s)", turn_id, type(exc).__name__)
             return
     rt.queue.send_phase(task, turn_id, step)
+
+
+def _give_back(rt: Runtime, claim: Fence, started: StartedCall | None) -> None:
+    """Undo what a kept hand-off took for this task, so that the task sent in its place finds
+    the phase as an unkept hand-off leaves it: the call it marked running approved again (it
+    never ran), then the claim let go."""
+    if started is not None:
+        with fenced(rt, claim) as (s, _turn):
+            calls.unstart(s, started.row)
+    leases.release(rt, claim)

@@ -29,7 +29,7 @@ from app.storage.models import (
     WorkstreamState,
 )
 from app.storage.types import storable
-from app.taskqueue import TOOL_BATCH_TASK
+from app.taskqueue import TOOL_BATCH_TASK, Handoff
 from app.tools import native_search, search_plan, tool_search
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
@@ -47,11 +47,13 @@ class Reply:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> None:
+def run(rt: Runtime, turn_id: str, step: int, handed: Handoff | None = None) -> None:
+    """The step, as its task (`handed`: kept by the task that ran the phase before)."""
+
     def body(fence: Fence, cancelled: CancelCheck) -> None:
         _step(rt, fence, step, cancelled)
 
-    run_phase(rt, turn_id, TurnPhase.MODEL, step, body, claimed)
+    run_phase(rt, turn_id, TurnPhase.MODEL, step, body, handed.claim if handed else None)
 
 
 def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
@@ -205,9 +207,9 @@ def _store_reply(
         if not prepared:
             turns.end_turn(s, out, turn, end_as, fence=fence)
         else:
-            waiting, claim = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
-    if prepared and not waiting:
-        rt.queue.tool_batch(turn.id, step, claim)
+            going = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
+    if prepared and going is not None:
+        rt.queue.tool_batch(turn.id, step, *going)
 
 
 def _found(tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedCall, Any]]) -> list[str]:
@@ -228,18 +230,22 @@ def _park_or_go(
     step: int,
     prepared: list[tuple[PreparedCall, Any]],
     read_paths: set[str],
-) -> tuple[bool, Fence | None]:
-    """Inside the reply's transaction: store the calls and say what they are. Whether some call
-    waits for a person, and else the batch's claim when this task runs it next (`hand_on`)."""
+) -> tuple[Fence | None, calls.StartedCall | None] | None:
+    """Inside the reply's transaction: store the calls and say what they are. None when some
+    call waits for a person; else the batch's claim when this task runs it next (`hand_on`),
+    and then a batch of one call that needs nobody is started here too (stored running)."""
     rows = [calls.new_row(ws, turn, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
-    s.add_all(rows)
     waiting = any(r.status == CallStatus.PENDING for r in rows)
     turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
-    claim = None
+    claim, started = None, None
     if waiting:
         let_go(turn)
     else:
         claim = hand_on(rt, turn, TOOL_BATCH_TASK)
+    if claim is not None and len(rows) == 1 and rows[0].status == CallStatus.APPROVED:
+        calls.start_as_handed_on(rows[0])
+        started = calls.StartedCall(ws, rows[0])
+    s.add_all(rows)
     turn.phase_started_at = turn.enqueued_at = rt.db.now()
     s.add(turn)
     ws.read_paths = sorted(set(ws.read_paths) | read_paths)
@@ -259,7 +265,7 @@ def _park_or_go(
             name = r.func_name if tools.tool(r.func_name) is not None else recording.UNKNOWN_TOOL
             recording.tool_call_ended(s, name, r.status, r.is_error)
     out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=state)
-    return waiting, claim
+    return None if waiting else (claim, started)
 
 
 def _version(tools: toolsets.ToolSet, p: PreparedCall) -> str | None:

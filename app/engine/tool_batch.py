@@ -8,13 +8,12 @@ and moves on to the next model step.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
 
 from sqlmodel import Session
 
 from app.engine import calls, subagents, turns
+from app.engine.calls import RUNNER, StartedCall
 from app.engine.cancellation import CancelCheck
 from app.engine.leases import fenced, hand_on, let_go
 from app.engine.outbox import ordered
@@ -32,22 +31,43 @@ from app.storage.models import (
     Workstream,
     WorkstreamState,
 )
-from app.taskqueue import MODEL_STEP_TASK
+from app.taskqueue import MODEL_STEP_TASK, Handoff
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext, ToolOutcome
 from app.tools.ordering import lanes, paths_named
 from app.tools.pipeline import PreparedCall, execute_call, run_calls
 
-RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # recorded with each call this process starts
-
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
 
 
-def run(rt: Runtime, turn_id: str, step: int, claimed: Fence | None = None) -> None:
-    def body(fence: Fence, cancelled: CancelCheck) -> None:
-        _batch(rt, fence, step, cancelled)
+def run(rt: Runtime, turn_id: str, step: int, handed: Handoff | None = None) -> None:
+    """The batch, as its task (`handed`: kept by the model step before it, which may have
+    started its one call)."""
+    started: StartedCall | None = handed.started if handed else None
 
-    run_phase(rt, turn_id, TurnPhase.TOOLS, step, body, claimed)
+    def body(fence: Fence, cancelled: CancelCheck) -> None:
+        if started is not None:
+            _run_started(rt, fence, step, cancelled, started)
+        else:
+            _batch(rt, fence, step, cancelled)
+
+    run_phase(rt, turn_id, TurnPhase.TOOLS, step, body, handed.claim if handed else None)
+
+
+def _run_started(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck, started: StartedCall) -> None:
+    """A batch whose one call its hand-off stored running: run it, nothing read or written
+    first. A cancel raised since the hand-off committed (asked of Redis now, not at the cancel
+    check's next look) leaves it unrun, as `_start` would have."""
+    ws, row = started.ws, started.row
+    read_paths: set[str] = set(ws.read_paths)
+    if cancelled.now():
+        with fenced(rt, fence) as (s, _turn):
+            ended = calls.cancel_unstarted(s, row, leaving=CallStatus.RUNNING)
+        if ended:
+            calls.announce(rt, row, fence)
+        return _advance(rt, fence, ws, step, read_paths)
+    ran = _run_one(rt, fence, ws, row, read_paths, cancelled, hold_result=True, started=True)
+    _advance(rt, fence, ws, step, read_paths, ran)
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:

@@ -16,6 +16,7 @@ from sqlmodel import col, select
 from app import keys
 from app.engine import (
     approvals,
+    calls,
     cancel,
     chain,
     model_step,
@@ -32,7 +33,8 @@ from app.engine.recovery import fail_turn
 from app.events import EventType
 from app.runtime import Runtime
 from app.storage.database import ONE_STATEMENT_OPTION, READ_ONLY_OPTION
-from app.storage.models import Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
+from app.storage.models import CallStatus, Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
+from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.storage import runtime
@@ -671,12 +673,73 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     monkeypatch.setattr(rt.queue, "send_phase", lambda *args: sent.append(args))
     writes = WriteTransactions(rt)
     chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
-    # the first step's claim, its answer with the batch's claim, the call marked running, the
-    # result with the next step's claim, the answer with the turn's end: no claim of their own
-    assert writes.count == 5
+    # the first step's claim, its answer with the batch's claim and its one call stored
+    # running, the result with the next step's claim, the answer with the turn's end: no
+    # claim of their own, and the batch writes nothing before it runs the call
+    assert writes.count == 4
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
     assert done.attempt == 3  # three phases, each claimed once
+    with rt.db.session() as s:
+        (call,) = s.exec(select(StoredCall).where(StoredCall.turn_id == turn.id)).all()
+    assert (call.status, call.output.strip(), call.runner) == (CallStatus.DONE, "one", calls.RUNNER)
+    assert call.started_at is not None and call.finished_at is not None
+    events, _ = rt.events.replay(ws.id, 0)
+    (info,) = [e for e in events if e["type"] == "tool_info"]
+    assert [i["status"] for i in info["items"]] == ["running"]  # as stored when it was said
+
+
+def kept_batch_then(rt: Runtime, monkeypatch, meanwhile) -> None:  # type: ignore[no-untyped-def]
+    """Run a model step in a worker consuming every queue, with `meanwhile()` done after its
+    answer and the batch's hand-off have committed, before the batch it kept runs."""
+    rt.queue.local_queues = frozenset(QUEUES)
+    store_reply = model_step._store_reply
+
+    def then(*args, **kwargs):  # type: ignore[no-untyped-def]
+        store_reply(*args, **kwargs)
+        meanwhile()
+
+    monkeypatch.setattr(model_step, "_store_reply", then)
+
+
+def test_a_cancel_raised_after_the_hand_off_started_the_call_leaves_it_unrun(
+    rt, model_server, monkeypatch, tmp_path
+):
+    ws = workstreams.create(rt, name="cancelled early", auto_approve=True, working_dir=str(tmp_path))
+    turn = turns.send(rt, ws.id, "touch it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "touch ran.txt"})]))
+    kept_batch_then(rt, monkeypatch, lambda: cancel.cancel(rt, ws.id))
+    chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
+    assert not (tmp_path / "ran.txt").exists()  # asked of Redis before it ran, not 50 ms into it
+    with rt.db.session() as s:
+        (call,) = s.exec(select(StoredCall).where(StoredCall.turn_id == turn.id)).all()
+    assert (call.status, call.output) == (CallStatus.CANCELLED, calls.CANCELLED_OUTPUT)
+    assert load(rt, Turn, turn.id).status == TurnStatus.CANCELLED
+    assert len(model_server.history) == 1  # the model was not asked again
+
+
+def test_a_call_started_by_a_hand_off_whose_worker_died_is_never_run(rt, model_server, monkeypatch, tmp_path):
+    ws = workstreams.create(rt, name="died", auto_approve=True, working_dir=str(tmp_path))
+    turn = turns.send(rt, ws.id, "touch it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "touch ran.txt"})]))
+
+    class Died(BaseException):  # the worker gone between the hand-off and the batch
+        pass
+
+    def die() -> None:
+        raise Died
+
+    kept_batch_then(rt, monkeypatch, die)
+    with pytest.raises(Died):
+        chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
+    monkeypatch.undo()
+    rt.queue.local_queues = frozenset()
+    time.sleep(0.4)  # its claim goes stale; the sweeper sends the batch again
+    tool_batch.run(rt, turn.id, 0)
+    assert not (tmp_path / "ran.txt").exists()
+    with rt.db.session() as s:
+        (call,) = s.exec(select(StoredCall).where(StoredCall.turn_id == turn.id)).all()
+    assert call.status == CallStatus.INTERRUPTED  # at most once: marked running, so never run again
 
 
 def test_a_claimed_hand_off_that_the_worker_will_not_run_is_released_before_it_is_sent(
