@@ -273,21 +273,24 @@ def close_open(s: Session, rows: list[ToolCall], by: str, failure: str | None = 
 # -- results for the model and for clients ---------------------------------------------
 
 
-def answer(s: Session, turn: Turn, step: int, rows: list[ToolCall] | None = None) -> None:
+def answer(
+    s: Session, turn: Turn, step: int, rows: list[ToolCall] | None = None, answered: set[str] | None = None
+) -> None:
     """A tool message for every ended call of the batch that has none yet, in the model's
     order: a conversation whose assistant message asks for calls must answer each one,
     or every later request for it is refused by the provider. `rows`: the batch, when the
-    caller's transaction has it already."""
+    caller's transaction has it already; `answered`: the call ids that have their message,
+    when the caller knows (else they are read)."""
     rows = batch(s, turn.id, step) if rows is None else rows
-    answered = set(
-        s.exec(
+    if answered is None:
+        stored = s.exec(
             select(Message.tool_call_id).where(
                 Message.turn_id == turn.id,
                 Message.role == "tool",
                 col(Message.tool_call_id).in_([r.call_id for r in rows]),
             )
         ).all()
-    )
+        answered = {call_id for call_id in stored if call_id is not None}
     for row in rows:
         if row.status not in FINAL_CALL_STATUSES or row.call_id in answered:
             continue

@@ -67,7 +67,7 @@ def _run_started(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck, s
             calls.announce(rt, row, fence)
         return _advance(rt, fence, ws, step, read_paths)
     ran = _run_one(rt, fence, ws, row, read_paths, cancelled, hold_result=True, started=True)
-    _advance(rt, fence, ws, step, read_paths, ran)
+    _advance(rt, fence, ws, step, read_paths, ran, only=True)
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
@@ -209,21 +209,30 @@ def _context(
 
 
 def _advance(
-    rt: Runtime, fence: Fence, ws: Workstream, step: int, read_paths: set[str], ran: Ran | None = None
+    rt: Runtime,
+    fence: Fence,
+    ws: Workstream,
+    step: int,
+    read_paths: set[str],
+    ran: Ran | None = None,
+    only: bool = False,
 ) -> None:
-    """Store every result as a tool message (`ran`: a call's result not yet stored), then the
-    next model step (or the cancelled end); with calls still waiting, park the turn until they
-    finish. `ws` is the workstream as the batch read it."""
+    """Store every result as a tool message (`ran`: a call's result not yet stored; `only`: it
+    is the batch's only call), then the next model step (or the cancelled end); with calls
+    still waiting, park the turn until they finish. `ws` is the workstream as the batch read it."""
     ws_id = ws.id
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
-        if ran is not None and _finish(s, *ran):
+        finished = ran is not None and _finish(s, *ran)
+        if ran is not None and finished:
             calls.announce(rt, ran[0], fence, out)
-        rows = calls.batch(s, turn.id, step)
-        if turn.cancel_requested:  # every call not yet ended ends now
-            for row in calls.close_open(s, rows, by="cancel"):
+        if ran is not None and finished and only and not turn.cancel_requested:
+            # The batch is that call, and it ended just now: no message answers it yet.
+            calls.answer(s, turn, step, [ran[0]], answered=set())
+        elif turn.cancel_requested:  # every call not yet ended ends now
+            for row in calls.close_open(s, calls.batch(s, turn.id, step), by="cancel"):
                 calls.announce(rt, row, fence, out)
             calls.answer(s, turn, step)  # read again: a waiting call may have ended beside the cancel
-        elif calls.any_waiting(rows):
+        elif calls.any_waiting(rows := calls.batch(s, turn.id, step)):
             return _park(rt, s, turn, ws, read_paths)
         else:
             calls.answer(s, turn, step, rows)  # none waiting: every call had ended when read

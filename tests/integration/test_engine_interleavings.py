@@ -671,12 +671,20 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     rt.queue.local_queues = frozenset(QUEUES)  # a worker that consumes every queue
     sent: list[tuple[str, str, int]] = []
     monkeypatch.setattr(rt.queue, "send_phase", lambda *args: sent.append(args))
-    writes = WriteTransactions(rt)
+    writes, asked = WriteTransactions(rt), Statements(rt)
     chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
     # the first step's claim, its answer with the batch's claim and its one call stored
     # running, the result with the next step's claim, the answer with the turn's end: no
     # claim of their own, and the batch writes nothing before it runs the call
     assert writes.count == 4
+    batch_end = [
+        "UPDATE turns",  # the fence
+        "UPDATE tool_calls",  # the call's result
+        "INSERT messages",  # its answer: the batch's one call, ended just now, needs no reads
+        "UPDATE turns",  # on to the next model step, claimed for this task
+        "UPDATE workstreams",  # thinking
+    ]
+    assert asked.committed()[2] == batch_end
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
     assert done.attempt == 3  # three phases, each claimed once
