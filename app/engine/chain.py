@@ -55,8 +55,9 @@ def run(rt: Runtime, task: str, turn_id: str, step: int) -> None:
     if handed is not None and handed.claim is not None:
         try:
             _give_back(rt, handed.claim, handed.started)
-        except (DBAPIError, StaleAttemptError) as exc:  # the claim goes stale instead; the
-            # sweeper sends the phase again
+        except (DBAPIError, StaleAttemptError) as exc:
+            # A passing fault: the claim goes stale and the sweeper sends the phase again. Or
+            # the claim was already taken over: the task that took it runs the phase.
             log.warning("turn %s: could not release its kept claim (%s)", turn_id, type(exc).__name__)
             return
     rt.queue.send_phase(task, turn_id, step)

@@ -66,11 +66,6 @@ class Heartbeats:
             with self._changed:
                 self._held.discard(held)
 
-    def held(self) -> int:
-        """How many claims are held now."""
-        with self._changed:
-            return len(self._held)
-
     def _run(self, refresh: Refresh, interval: float) -> None:
         while True:
             with self._changed:

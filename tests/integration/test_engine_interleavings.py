@@ -141,8 +141,8 @@ def commits_by_itself(conn) -> bool:  # type: ignore[no-untyped-def]
 class Statements:
     """What the engine asks the database from here on: each write transaction's statements, in
     order (a statement as its verb and, for a write, its table; BEGIN left out; a statement that
-    commits by itself is a transaction of its own), and the readers'. A claim's heartbeat, a
-    thread of its own, is left out: it beats when it will."""
+    commits by itself is a transaction of its own), and the readers'. The claims' heartbeats,
+    on a thread of their own, are left out: they beat when they will."""
 
     def __init__(self, rt: Runtime) -> None:
         self.writes: list[list[str]] = [[]]
