@@ -5,24 +5,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 
 from sqlalchemy.exc import OperationalError
 
 from app.engine.heartbeats import THREAD_NAME, Heartbeats
 from app.events import Fence
+from tests.process_table import wait_until
 
 INTERVAL = 0.02
-
-
-def wait_until(condition, seconds: float = 2.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+SECONDS = 2.0  # how long a wait for a pass may take
 
 
 def test_a_refresh_that_fails_does_not_stop_the_others(caplog):
@@ -43,7 +35,7 @@ def test_a_refresh_that_fails_does_not_stop_the_others(caplog):
         beats.holding(Fence("blinking", 1), refresh, INTERVAL) as blinking,
         beats.holding(Fence("fine", 1), refresh, INTERVAL) as fine,
     ):
-        assert wait_until(lambda: min(refreshed.values(), default=0) >= 3)  # each, pass after pass
+        assert wait_until(lambda: min(refreshed.values(), default=0) >= 3, SECONDS)  # each, pass after pass
         assert not (broken.superseded or blinking.superseded or fine.superseded)
     broken_logs = [r for r in caplog.records if "broken" in r.getMessage()]
     assert broken_logs and all(r.exc_info for r in broken_logs)  # a bug is logged with its trace
@@ -62,9 +54,9 @@ def test_a_claim_found_gone_is_marked_superseded_and_no_longer_refreshed():
         beats.holding(Fence("taken over", 1), refresh, INTERVAL) as gone,
         beats.holding(Fence("kept", 1), refresh, INTERVAL) as kept,
     ):
-        assert wait_until(lambda: gone.superseded)
+        assert wait_until(lambda: gone.superseded, SECONDS)
         seen = refreshed["taken over"]
-        assert wait_until(lambda: refreshed["kept"] >= seen + 3)
+        assert wait_until(lambda: refreshed["kept"] >= seen + 3, SECONDS)
         assert refreshed["taken over"] == seen == 1 and not kept.superseded
 
 
