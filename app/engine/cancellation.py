@@ -38,13 +38,9 @@ class CancelCheck:
         self._unreachable = False
 
     def __call__(self) -> bool:
-        if self._cancelled or (self._held is not None and self._held.superseded):
-            return True
-        now = time.monotonic()
-        if now - self._checked_at >= CHECK_EVERY_SECONDS:
-            self._checked_at = now
-            self._cancelled = self._read_flag()
-        return self._cancelled
+        if time.monotonic() - self._checked_at >= CHECK_EVERY_SECONDS:
+            return self.now()
+        return self._cancelled or (self._held is not None and self._held.superseded)
 
     def now(self) -> bool:
         """`self()`, with the flag asked of Redis now whenever it was last asked: for a phase

@@ -222,12 +222,12 @@ def _advance(
     still waiting, park the turn until they finish. `ws` is the workstream as the batch read it."""
     ws_id = ws.id
     with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
-        finished = ran is not None and _finish(s, *ran)
-        if ran is not None and finished:
-            calls.announce(rt, ran[0], fence, out)
-        if ran is not None and finished and only and not turn.cancel_requested:
+        finished = ran[0] if ran is not None and _finish(s, *ran) else None
+        if finished is not None:
+            calls.announce(rt, finished, fence, out)
+        if finished is not None and only and not turn.cancel_requested:
             # The batch is that call, and it ended just now: no message answers it yet.
-            calls.answer(s, turn, step, [ran[0]], answered=set())
+            calls.answer(s, turn, step, [finished], answered=set())
         elif turn.cancel_requested:  # every call not yet ended ends now
             for row in calls.close_open(s, calls.batch(s, turn.id, step), by="cancel"):
                 calls.announce(rt, row, fence, out)

@@ -17,6 +17,7 @@ from app.settings import Settings
 from app.storage.migrate import upgrade
 from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream
 from tests.integration.services import REDIS_HOST, REDIS_PORT, Database, lease_redis_db, postgres_available
+from tests.process_table import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +121,8 @@ def _add_turns(rt: Runtime, ids: list[str]) -> None:
 
 
 def _heartbeat_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("heartbeat")]  # then and now
+    # "heartbeats", and the "heartbeat-<turn>" a phase's own thread was named before it
+    return [t for t in threading.enumerate() if t.name.startswith("heartbeat")]
 
 
 def test_a_held_claim_stays_fresh_past_its_stale_period(rt):
@@ -141,10 +143,7 @@ def test_a_held_claim_taken_over_is_marked_superseded(rt):
             turn.heartbeat_at = rt.db.now() - timedelta(seconds=10)
             s.add(turn)
         new = fence_of(claim(rt, "t", TurnPhase.MODEL, 0))
-        deadline = time.monotonic() + 2
-        while not held.superseded and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert held.superseded
+        assert wait_until(lambda: held.superseded, 2)
         with rt.db.session() as s:  # the old attempt's refresh did not touch the new claim's turn
             assert s.get(Turn, "t").attempt == new.attempt
 
