@@ -13,6 +13,7 @@ from app.events import EventLog
 from app.settings import Settings
 from app.storage.database import Database
 from app.taskqueue import TaskQueue, make_celery
+from app.users.known_owners import KnownOwners
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Runtime:
     mcp: Any = None  # app.mcp.service.MCPService: started by workers only
     conversations: ConversationCache = field(default_factory=ConversationCache)  # model steps' copy
     heartbeats: Heartbeats = field(default_factory=Heartbeats)  # the claims its running phases hold
+    owners: KnownOwners = field(default_factory=KnownOwners)  # of workstreams requests named
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

@@ -194,6 +194,7 @@ def delete(rt: Runtime, ws_id: str) -> list[str]:
             for table in (Memory, Watch, ToolCall, Message, Turn):  # its memories: workstream-scoped
                 s.execute(delete_rows(table).where(col(table.ws_id) == member))
             s.execute(delete_rows(Workstream).where(col(Workstream.id) == member))
+    rt.owners.forget(family)
     for member in family:
         rt.events.publish(member, "workstream_deleted")  # open sockets hear it before the log goes
         rt.events.delete(member)

@@ -16,6 +16,7 @@ from sqlmodel import col
 from app.errors import NotFoundError
 from app.runtime import Runtime
 from app.storage.models import Workstream
+from app.users.known_owners import Owner
 from app.users.principal import Principal
 
 
@@ -50,10 +51,20 @@ def visible_clause(principal: Principal) -> Any:
 
 def require_workstream(rt: Runtime, principal: Principal, ws_id: str) -> None:
     """NotFoundError (404) when the workstream does not exist or `principal` may not see it
-    (someone else's): the same answer, so an id says nothing about who owns it."""
-    with rt.db.reader() as s:  # its owner only, without the ORM: every request naming one asks
-        found = s.connection().execute(_OWNER, {"ws_id": ws_id}).first()
-    if found is None or not _may_see(principal, found.owner_id):
+    (someone else's): the same answer, so an id says nothing about who owns it.
+
+    An owner this process has read before is not read again (`KnownOwners`: it never
+    changes), so a workstream deleted since may pass here; the caller's own read of it says
+    404 then. Where nothing else reads it, `forget` it first."""
+    owner = rt.owners.get(ws_id)
+    if owner is None:
+        with rt.db.reader() as s:  # its owner only, without the ORM
+            found = s.connection().execute(_OWNER, {"ws_id": ws_id}).first()
+        if found is None:
+            raise NotFoundError(f"no workstream {ws_id}")
+        owner = Owner(found.owner_id)
+        rt.owners.add(ws_id, owner)
+    if not _may_see(principal, owner.user_id):
         raise NotFoundError(f"no workstream {ws_id}")
 
 

@@ -43,6 +43,9 @@ def workstream_socket(ws: Any, ws_id: str) -> None:
     fanout = current_app.extensions["fanout"]
     raw = presented_token() or ""
     try:
+        # Nothing else here reads the workstream: its owner is read afresh, so that one deleted
+        # through another process is a 404, not a socket that never hears anything.
+        rt.owners.forget([ws_id])
         _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], path_id("workstream", ws_id))
         after = _cursor(request.args.get("after"))
     except ServiceError as exc:

@@ -149,6 +149,16 @@ class EventSocket:
         self.conn.close()
 
 
+def socket_refusal(base_url: str, ws_id: str, token: str) -> Event:
+    """The first frame of a websocket the service refuses: its error event."""
+    url = base_url.replace("http://", "ws://") + f"/v1/ws/workstreams/{ws_id}?token={token}"
+    conn = websocket.create_connection(url, timeout=10)
+    try:
+        return dict(json.loads(conn.recv()))
+    finally:
+        conn.close()
+
+
 def wait_until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
     """`check()`'s first truthy value, asked every 0.1 s for up to `timeout` seconds."""
     deadline = time.monotonic() + timeout

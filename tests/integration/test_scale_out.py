@@ -15,7 +15,7 @@ from app.storage.database import make_engine
 from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
-from tests.integration.client import Api, EventSocket
+from tests.integration.client import Api, EventSocket, socket_refusal
 from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, free_port, postgres_available
 from tests.integration.test_durability import _consistent
 
@@ -157,3 +157,31 @@ def test_a_worker_killed_mid_stream_leaves_the_other_to_answer(cluster, model, t
         ("user", "tell me"),
         ("assistant", "the whole answer"),
     ]
+
+
+def test_a_workstream_deleted_through_a_is_gone_on_b_which_knew_its_owner(cluster, tmp_path: Path):
+    """Node B keeps the owners of workstreams it has served (app/users/known_owners.py); one
+    deleted through node A must still be a 404 on every route of B, the websocket's too."""
+    on_a, on_b = Api(cluster.node_a, API_TOKEN), Api(cluster.node_b, API_TOKEN)
+    ws_id = on_a.create_workstream(name="deleted elsewhere", working_dir=str(tmp_path))
+    base = f"/v1/api/workstreams/{ws_id}"
+    routes = [
+        ("GET", base, None),
+        ("GET", base + "/history", None),
+        ("POST", base + "/send", {"message": "are you there?"}),
+        ("POST", base + "/approve", {"approved": True}),
+        ("POST", base + "/cancel", {}),
+        ("GET", base + "/watches", None),
+        ("DELETE", base + "/watches/w1", None),
+        ("GET", base + "/attachments", None),
+        ("GET", base + "/previews", None),
+        ("DELETE", base, None),
+    ]
+    assert on_b.workstream(ws_id)["name"] == "deleted elsewhere"  # B reads its owner, and keeps it
+    assert on_a.http.delete(base).status_code == 200
+
+    for method, path, body in routes:
+        r = on_b.http.request(method, path, json=body)
+        assert (r.status_code, r.json()["error"]) == (404, f"no workstream {ws_id}"), (method, path, r.text)
+    refusal = socket_refusal(cluster.node_b, ws_id, API_TOKEN)
+    assert (refusal["type"], refusal["status"]) == ("error", 404)

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import websocket
 
 from tests.fakes.model_server import Reply, ToolCall
-from tests.integration.client import EventSocket
+from tests.integration.client import EventSocket, socket_refusal
 from tests.integration.people import PASSWORD, People
 from tests.integration.services import API_TOKEN, BIN, ROOT, Services
 
@@ -53,15 +52,6 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def socket_refusal(services: Services, ws_id: str, token: str) -> dict:
-    url = services.base_url.replace("http://", "ws://") + f"/v1/ws/workstreams/{ws_id}?token={token}"
-    conn = websocket.create_connection(url, timeout=10)
-    try:
-        return dict(json.loads(conn.recv()))
-    finally:
-        conn.close()
-
-
 # -- ownership ---------------------------------------------------------------------------------
 
 
@@ -92,7 +82,7 @@ def test_two_users_cannot_see_follow_steer_or_approve_each_others_workstreams(
         ]:
             r = b.http.request(method, path, json=body)
             assert r.status_code == 404 and r.json()["error"] == f"no workstream {ws_id}", (path, r.text)
-        refusal = socket_refusal(services, ws_id, bob.tokens["all"])
+        refusal = socket_refusal(services.base_url, ws_id, bob.tokens["all"])
         assert refusal["type"] == "error" and refusal["status"] == 404
         assert a.workstream(ws_id)["pending_approvals"], "bob's approve must not have decided anything"
 

@@ -1,4 +1,5 @@
-"""The users modules' pure parts: scopes, lifetimes, passwords, principals, the ownership rule."""
+"""The users modules' pure parts: scopes, lifetimes, passwords, principals, the ownership rule,
+the owners a process keeps."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from app.errors import BadRequestError
 from app.storage.models import Workstream
 from app.users import ownership, passwords, principal, scopes, tokens
+from app.users.known_owners import KnownOwners, Owner
 from app.users.principal import Principal
 
 
@@ -63,3 +65,15 @@ def test_the_ownership_rule():
     assert ownership.owner_for_child(theirs) == "b"  # a sub-agent's workstream: the parent's owner
     assert ownership.owner_for_new(alice) == "a" and ownership.owner_for_new(ops) is None
     assert ownership.visible_clause(admin) is None
+
+
+def test_known_owners_keep_the_most_recently_named():
+    known = KnownOwners(kept=2)
+    known.add("a", Owner("alice"))
+    known.add("b", Owner(None))  # the operator's: known, and nobody's
+    assert known.get("a") == Owner("alice")  # named again: now the most recent
+    known.add("c", Owner("carol"))
+    assert (known.get("a"), known.get("b"), known.get("c")) == (Owner("alice"), None, Owner("carol"))
+    assert known.get("b") is None and len(known) == 2
+    known.forget(["a", "never-known"])
+    assert known.get("a") is None and len(known) == 1
