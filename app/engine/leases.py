@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import DateTime, Interval, Update, bindparam, case, or_, update
+from sqlalchemy import DateTime, Interval, Update, bindparam, case, or_, select, update
 from sqlmodel import Session, col
 
 from app.engine.heartbeats import HeldClaim
@@ -30,10 +30,10 @@ def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int]
     # One statement where the update returns the turn: on PostgreSQL it commits by itself.
     returning = rt.db.engine.dialect.update_returning
     with rt.db.one_statement() if returning else rt.db.session() as s:
-        turn = _updated(rt, s, _CLAIM, turn_id=turn_id, of_phase=phase, at_step=step)
-        if turn is None:
+        claimed = _claimed(rt, s, turn_id=turn_id, of_phase=phase, at_step=step)
+        if claimed is None:
             return None
-        fence, attempts, ws_id = Fence(turn_id, turn.attempt), turn.step_claims, turn.ws_id
+        fence, attempts, ws_id = Fence(turn_id, claimed.attempt), claimed.step_claims, claimed.ws_id
     if rt.events.set_fence(fence, ws_id):  # the transition that sent this phase may be still
         wait_for_order(rt, ws_id)  # sending its events (`Outbox.on_commit`): ours come after
     return fence, attempts
@@ -109,9 +109,12 @@ class _Leased:
     the parameters its clauses name (not a column's name: an update keeps those for itself)."""
 
     def __init__(
-        self, where: Callable[[Any, Any], list[Any]], values: Callable[[Any, Any], dict[str, Any]]
+        self,
+        where: Callable[[Any, Any], list[Any]],
+        values: Callable[[Any, Any], dict[str, Any]],
+        returns: tuple[Any, ...] = (Turn,),
     ) -> None:
-        self._where, self._values = where, values
+        self._where, self._values, self._returns = where, values, returns
         self._built: dict[tuple[bool, bool], Update] = {}
 
     def statement(self, db: Database, returning: bool) -> Update:
@@ -128,11 +131,14 @@ class _Leased:
                 .where(col(Turn.id) == bindparam("turn_id"), *self._where(now, stale))
                 .values(**self._values(now, stale))
             )
-            built = statement.returning(Turn) if returning else statement
+            built = statement.returning(*self._returns) if returning else statement
             self._built[db.is_postgresql, returning] = built
         return built
 
 
+# What a claim needs of the turn: read as a row, not loaded into the ORM (a claim starts every
+# phase, and loading the whole turn cost more than the statement).
+_CLAIMED = (col(Turn.attempt), col(Turn.step_claims), col(Turn.ws_id))
 _CLAIM = _Leased(
     lambda now, stale: [
         col(Turn.status) == TurnStatus.ACTIVE,
@@ -145,6 +151,7 @@ _CLAIM = _Leased(
         "step_claims": Turn.step_claims + 1,
         "heartbeat_at": now,
     },
+    returns=_CLAIMED,
 )
 _CHECK = _Leased(
     lambda now, stale: [col(Turn.attempt) == bindparam("fenced_attempt")],
@@ -153,22 +160,50 @@ _CHECK = _Leased(
 
 
 def _updated(rt: Runtime, s: Session, leased: _Leased, **params: Any) -> Turn | None:
-    """Run an update of one turn; the turn as it now is, or None when no row matched. Where
-    the database returns rows from an update (PostgreSQL, SQLite 3.35+) that is one statement.
-    The lease clock: on PostgreSQL the statement reads the server's; elsewhere `now` and
-    `stale` are this machine's, passed in."""
+    """Run an update of one turn, the first statement of `s`; the turn as it now is, or None
+    when no row matched. Where the database returns rows from an update (PostgreSQL, SQLite
+    3.35+) that is one statement."""
+    _with_lease_clock(rt, params)
+    # Nothing is loaded in `s` yet: no object for the ORM to bring up to date in Python.
+    options = {"synchronize_session": False}
+    if s.get_bind().dialect.update_returning:
+        returning = leased.statement(rt.db, returning=True)
+        return s.scalars(returning, params, execution_options={**options, "populate_existing": True}).first()
+    updated = s.exec(leased.statement(rt.db, returning=False), params=params, execution_options=options)
+    if updated.rowcount != 1:
+        return None
+    return s.get(Turn, params["turn_id"], populate_existing=True)
+
+
+class _Claimed(NamedTuple):
+    attempt: int
+    step_claims: int
+    ws_id: str
+
+
+def _claimed(rt: Runtime, s: Session, **params: Any) -> _Claimed | None:
+    """`_CLAIM` run: the turn's `_CLAIMED` columns as they now are, or None when it was not
+    ours to take."""
+    _with_lease_clock(rt, params)
+    conn = s.connection()
+    if conn.dialect.update_returning:
+        row = conn.execute(_CLAIM.statement(rt.db, returning=True), params).first()
+    elif conn.execute(_CLAIM.statement(rt.db, returning=False), params).rowcount != 1:
+        return None
+    else:
+        row = conn.execute(select(*_CLAIMED).where(col(Turn.id) == params["turn_id"])).first()
+    return None if row is None else _Claimed(*row)
+
+
+def _with_lease_clock(rt: Runtime, params: dict[str, Any]) -> None:
+    """The lease clock's parameters: on PostgreSQL the statement reads the server's clock and
+    takes the stale period; elsewhere `now` and `stale` are this machine's, passed in."""
     stale_after = timedelta(seconds=rt.settings.stale_after_seconds)
     if rt.db.is_postgresql:
         params["stale_after"] = stale_after
     else:
         now = rt.db.now()
         params.update(now=now, stale=now - stale_after)
-    if s.get_bind().dialect.update_returning:
-        returning = leased.statement(rt.db, returning=True)
-        return s.scalars(returning, params, execution_options={"populate_existing": True}).first()
-    if s.exec(leased.statement(rt.db, returning=False), params=params).rowcount != 1:
-        return None
-    return s.get(Turn, params["turn_id"], populate_existing=True)
 
 
 @contextmanager
