@@ -65,8 +65,12 @@ def record_end(
         child_id = turn.ws_id
         out.after(lambda rt: _quietly(rt, "delivering the answer of sub-agent", child_id, deliver))
     if has_children:
-        turn_id = turn.id
-        out.after(lambda rt: _quietly(rt, "stopping the sub-agents of turn", turn_id, stop_children))
+        stop_children_after(out, turn.id)
+
+
+def stop_children_after(out: Outbox, turn_id: str) -> None:
+    """Once the end of turn `turn_id` is committed, its sub-agents still running are stopped."""
+    out.after(lambda rt: _quietly(rt, "stopping the sub-agents of turn", turn_id, stop_children))
 
 
 def _answer(s: Session, turn: Turn, status: str, error: str | None) -> tuple[str, bool]:

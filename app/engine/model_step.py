@@ -180,34 +180,35 @@ def _store_reply(
     that would park the turn: the calls are dropped and the turn ends cancelled."""
     asked = reply.tool_calls if end_as != TurnStatus.CANCELLED else []  # nobody will run them
     prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, asked)
-    with ordered(rt, ws.id) as out, fenced(rt, fence) as (s, turn):
+    answer = {
+        "content": "".join(reply.content),
+        "reasoning": "".join(reply.reasoning) or None,
+        "usage": reply.usage or None,
+        "server_blocks": reply.server_blocks or None,
+    }
+    is_plain = not prepared and end_as == TurnStatus.DONE and not _found(tools, reply, prepared)
+    with ordered(rt, ws.id) as out:
         mark.send_with(out)
-        if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
-            end_as, prepared = TurnStatus.CANCELLED, []
-        insert_row(
-            s,
-            Message,
-            ws_id=ws.id,
-            turn_id=turn.id,
-            role="assistant",
-            content="".join(reply.content),
-            reasoning="".join(reply.reasoning) or None,
-            tool_calls=[_as_message_call(p, c) for p, c in prepared] or None,
-            usage=reply.usage or None,
-            server_blocks=reply.server_blocks or None,
-        )
-        found = _found(tools, reply, prepared)
-        if found or prepared:  # what they change is merged into the workstream as it now is
-            fresh = s.get(Workstream, ws.id, populate_existing=True)
-            assert fresh is not None
-            ws = fresh
-        if found:
-            ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
-            s.add(ws)
-        if not prepared:
-            turns.end_turn(s, out, turn, end_as, fence=fence)
-        else:
-            going = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
+        if is_plain and turns.end_with_answer(rt, out, fence, ws.id, answer):
+            return
+        with fenced(rt, fence) as (s, turn):
+            if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
+                end_as, prepared = TurnStatus.CANCELLED, []
+            asked_as = [_as_message_call(p, c) for p, c in prepared] or None
+            stored = {"ws_id": ws.id, "turn_id": turn.id, "role": "assistant", "tool_calls": asked_as}
+            insert_row(s, Message, **stored, **answer)
+            found = _found(tools, reply, prepared)
+            if found or prepared:  # what they change is merged into the workstream as it now is
+                fresh = s.get(Workstream, ws.id, populate_existing=True)
+                assert fresh is not None
+                ws = fresh
+            if found:
+                ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
+                s.add(ws)
+            if not prepared:
+                turns.end_turn(s, out, turn, end_as, fence=fence)
+            else:
+                going = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
     if prepared and going is not None:
         rt.queue.tool_batch(turn.id, step, *going)
 

@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy import BindParameter, Insert, bindparam, exists, func, insert, literal, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, SQLModel, col, select
 
 from app.engine import fanin
@@ -418,3 +419,104 @@ _WITH_WORKSTREAM = (
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
     s.exec(update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow()))
+
+
+def end_with_answer(rt: Runtime, out: Outbox, fence: Fence, ws_id: str, answer: dict[str, Any]) -> bool:
+    """A step's answer without tool calls, stored and ending its turn as done, in one statement
+    that commits by itself (PostgreSQL): one round trip where the fenced transaction took six.
+    The common case only: the fence still holds, no cancel was asked for, and the turn holds
+    its workstream and answers no parent's call. False, with nothing written, for any other
+    case (and on another database): the caller ends the turn the general way, which says
+    what is wrong. `answer` holds the message's content, reasoning, usage and server_blocks."""
+    if not (rt.db.is_postgresql and rt.db.engine.dialect.update_returning):
+        return False
+    values = {
+        "answer_turn": fence.turn_id,
+        "answer_ws": ws_id,
+        "fenced_attempt": fence.attempt,
+        "now": utcnow(),
+        **{f"answer_{key}": value for key, value in answer.items()},
+    }
+    with rt.db.one_statement() as s:
+        after_end = s.execute(_ANSWER_IN_ONE_STATEMENT, values).first()
+    if after_end is None:
+        return False
+    out.add(EventType.STATE_CHANGE, turn_id=fence.turn_id, state=WorkstreamState.IDLE, fence=fence)
+    recording.turn_finished(None, TurnStatus.DONE)
+    has_children, has_queued = after_end
+    if has_children:
+        fanin.stop_children_after(out, fence.turn_id)
+    if has_queued:
+        out.after(lambda rt: activate_next(rt, ws_id))
+    return True
+
+
+# `end_with_answer`'s statement: the turn ended under its fence, then the workstream it holds
+# freed (saying what follows, as `_FREE_TELLING` does), then the answer stored, each step for the
+# row the one before returned. The turn's conditions read the workstream as the statement
+# began; once updated, the turn row is locked, and only this turn's end frees its workstream.
+# No parameter is named as a column of a table it updates: an UPDATE takes one as a value to set.
+_ANSWER_ENDED = (
+    update(Turn)
+    .where(
+        col(Turn.id) == bindparam("answer_turn"),
+        col(Turn.attempt) == bindparam("fenced_attempt"),
+        col(Turn.status) == TurnStatus.ACTIVE,
+        col(Turn.cancel_requested).is_(False),
+        exists(
+            select(Workstream.id).where(
+                col(Workstream.id) == bindparam("answer_ws"),
+                col(Workstream.active_turn_id) == bindparam("answer_turn"),
+                sqlalchemy.or_(col(Workstream.kind) != TASK, col(Workstream.parent_call_row).is_(None)),
+            )
+        ),
+    )
+    .values(
+        status=TurnStatus.DONE,
+        phase=TurnPhase.FINISHED,
+        ended_at=bindparam("now"),
+        heartbeat_at=None,
+        error=None,
+    )
+    .returning(col(Turn.id))
+    .cte("ended")
+)
+_CHILD = aliased(Workstream)
+_ANSWER_FREED = (
+    update(Workstream)
+    .where(col(Workstream.id) == bindparam("answer_ws"), col(Workstream.active_turn_id) == _ANSWER_ENDED.c.id)
+    .values(active_turn_id=None, state=WorkstreamState.IDLE, updated_at=bindparam("now"))
+    .returning(
+        col(Workstream.id),
+        _ANSWER_ENDED.c.id.label("turn_id"),
+        exists(select(_CHILD.id).where(_CHILD.parent_turn_id == _ANSWER_ENDED.c.id)).label("has_children"),
+        exists(
+            select(Turn.id).where(col(Turn.ws_id) == Workstream.id, col(Turn.status) == TurnStatus.QUEUED)
+        ).label("has_queued"),
+    )
+    .cte("freed")
+)
+_ANSWER_STORED = (
+    insert(Message)
+    .from_select(
+        ["ws_id", "turn_id", "role", "content", "reasoning", "usage", "server_blocks"]
+        + ["created_at", "is_error"],
+        sqlalchemy.select(
+            _ANSWER_FREED.c.id,
+            _ANSWER_FREED.c.turn_id,
+            literal("assistant"),
+            _typed(Message, "content", "answer_content"),
+            _typed(Message, "reasoning", "answer_reasoning"),
+            _typed(Message, "usage", "answer_usage"),
+            _typed(Message, "server_blocks", "answer_server_blocks"),
+            _typed(Message, "created_at", "now"),
+            literal(False),
+        ),
+        include_defaults=False,
+    )
+    .returning(col(Message.id))
+    .cte("stored")
+)
+_ANSWER_IN_ONE_STATEMENT = sqlalchemy.select(
+    _ANSWER_FREED.c.has_children, _ANSWER_FREED.c.has_queued
+).select_from(_ANSWER_FREED.join(_ANSWER_STORED, sqlalchemy.true()))

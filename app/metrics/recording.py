@@ -63,8 +63,13 @@ def turn_started(s: Session | None) -> None:
         on_commit(s, TURNS_STARTED.inc)
 
 
-def turn_finished(s: Session, outcome: str) -> None:
-    on_commit(s, TURNS_FINISHED.labels(outcome=str(outcome)).inc)
+def turn_finished(s: Session | None, outcome: str) -> None:
+    """Counted when `s` commits; None: the statement that ended it has committed."""
+    count = TURNS_FINISHED.labels(outcome=str(outcome)).inc
+    if s is None:
+        count()
+    else:
+        on_commit(s, count)
 
 
 def tool_call_ended(s: Session, tool: str, status: str, is_error: bool) -> None:

@@ -241,14 +241,95 @@ def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(
     reads, writes = list(asked.reads), asked.committed()
     assert load(rt, Turn, turn_id).status == TurnStatus.DONE
     assert reads == ["SELECT"] * 3  # the turn with its workstream, the conversation, memories
-    assert writes == [
-        ["UPDATE turns"],  # the claim
-        # the fence checked, the answer stored, the workstream freed (its update also
-        # answering what follows: a parent to answer, sub-agents to stop, a queued turn), the
-        # turn ended
-        ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "UPDATE turns"],
-    ]
+    if rt.db.is_postgresql:
+        # the claim; then the turn ended under its fence, its workstream freed (saying what
+        # follows) and the answer stored, as one statement committing by itself
+        assert writes == [["UPDATE turns"], ["WITH"]]
+    else:
+        assert writes == [
+            ["UPDATE turns"],  # the claim
+            # the fence checked, the answer stored, the workstream freed (its update also
+            # answering what follows: a parent to answer, sub-agents to stop, a queued turn),
+            # the turn ended
+            ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "UPDATE turns"],
+        ]
     assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
+    turn = load(rt, Turn, turn_id)
+    assert (turn.phase, turn.heartbeat_at, turn.error) == (TurnPhase.FINISHED, None, None)
+    assert event_types(rt, ws_id)[-2:] == [("stream_end", None), ("state_change", "idle")]
+
+
+def test_a_plain_answer_with_a_turn_queued_behind_it_starts_that_turn(rt, model_server):
+    ws = workstreams.create(rt, name="queue")
+    first, second = turns.send(rt, ws.id, "first"), turns.send(rt, ws.id, "second")
+    model_server.enqueue(Reply(text="one"))
+    asked = Statements(rt)
+    model_step.run(rt, first.id, 0)
+    if rt.db.is_postgresql:  # the one-statement end said a turn was queued
+        assert ["WITH"] in asked.committed()
+    assert load(rt, Turn, first.id).status == TurnStatus.DONE
+    assert load(rt, Turn, second.id).status == TurnStatus.ACTIVE
+    assert load(rt, Workstream, ws.id).active_turn_id == second.id
+
+
+def answered_as(rt: Runtime, fence, ws_id: str) -> tuple[bool, list[str]]:
+    """`turns.end_with_answer` for `fence`: whether it ended the turn, and the events it left."""
+    out = outbox.Outbox(ws_id)
+    answer = {"content": "the answer", "reasoning": None, "usage": {"total_tokens": 3}, "server_blocks": None}
+    return turns.end_with_answer(rt, out, fence, ws_id, answer), [e.type for e in out.events]
+
+
+def assistant_messages(rt: Runtime, ws_id: str) -> list[Message]:
+    with rt.db.session() as s:
+        return list(s.exec(select(Message).where(Message.ws_id == ws_id, Message.role == "assistant")).all())
+
+
+def test_the_one_statement_end_of_an_answer_stores_it_whole(rt):
+    ws_id, turn_id = new_turn(rt, name="one statement")
+    claimed = claim(rt, turn_id, TurnPhase.MODEL, 0)
+    assert claimed is not None
+    ended, events = answered_as(rt, claimed[0], ws_id)
+    if not rt.db.is_postgresql:  # the general way ends it there
+        assert (ended, events, assistant_messages(rt, ws_id)) == (False, [], [])
+        return
+    assert ended and events == [EventType.STATE_CHANGE]
+    [answer] = assistant_messages(rt, ws_id)
+    assert (answer.content, answer.turn_id, answer.usage, answer.tool_calls, answer.is_error) == (
+        "the answer",
+        turn_id,
+        {"total_tokens": 3},
+        None,
+        False,
+    )
+    turn = load(rt, Turn, turn_id)
+    assert (turn.status, turn.phase, turn.heartbeat_at, turn.ended_at is not None) == (
+        TurnStatus.DONE,
+        TurnPhase.FINISHED,
+        None,
+        True,
+    )
+    ws = load(rt, Workstream, ws_id)
+    assert (ws.active_turn_id, ws.state) == (None, WorkstreamState.IDLE)
+
+
+@pytest.mark.parametrize("case", ["superseded", "cancel asked", "a sub-agent's answer"])
+def test_the_one_statement_end_declines_what_the_general_way_must_decide_and_writes_nothing(rt, case):
+    ws_id, turn_id = new_turn(rt, name=case)
+    claimed = claim(rt, turn_id, TurnPhase.MODEL, 0)
+    assert claimed is not None
+    fence = claimed[0]
+    with rt.db.session() as s:
+        if case == "superseded":
+            s.exec(update(Turn).where(col(Turn.id) == turn_id).values(attempt=Turn.attempt + 1))
+        elif case == "cancel asked":
+            s.exec(update(Turn).where(col(Turn.id) == turn_id).values(cancel_requested=True))
+        else:  # its answer is recorded for the parent's call in the same transaction
+            child = update(Workstream).where(col(Workstream.id) == ws_id)
+            s.exec(child.values(kind="task", parent_call_row=1))
+    assert answered_as(rt, fence, ws_id) == (False, [])
+    assert assistant_messages(rt, ws_id) == []
+    assert load(rt, Turn, turn_id).status == TurnStatus.ACTIVE
+    assert load(rt, Workstream, ws_id).active_turn_id == turn_id
 
 
 def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_the_queued_turn(
