@@ -30,6 +30,7 @@ from app.storage.models import (
 )
 from app.tools import search_plan
 from app.tools import toolset as toolsets
+from app.users.known_owners import Owner
 
 
 def create(
@@ -71,6 +72,7 @@ def create(
         ws.skill_content = render(template.content, chosen.model if chosen else "", ws_id)
     with rt.db.session() as s:
         s.add(ws)
+    rt.owners.add(ws_id, Owner(owner_id))  # its owner's next request need not read it
     return ws
 
 

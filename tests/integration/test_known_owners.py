@@ -58,6 +58,9 @@ def refused(rt: Runtime, who: Principal, ws_id: str) -> bool:
 def test_an_owner_is_read_once_and_still_refuses_everyone_else(rt, owner_reads, tmp_path):
     ws_id = workstreams.create(rt, name="alice's", working_dir=str(tmp_path), owner_id="alice").id
     assert not refused(rt, ALICE, ws_id)
+    assert owner_reads == [], "the process that made it knows its owner"
+    rt.owners.forget([ws_id])  # as another web node, which did not make it
+    assert not refused(rt, ALICE, ws_id)
     assert len(owner_reads) == 1
     for _ in range(3):
         assert not refused(rt, ALICE, ws_id) and not refused(rt, ADMIN, ws_id)
@@ -65,6 +68,7 @@ def test_an_owner_is_read_once_and_still_refuses_everyone_else(rt, owner_reads, 
     assert len(owner_reads) == 1, "a known owner is not read again"
 
     operators = workstreams.create(rt, name="the operator's", working_dir=str(tmp_path)).id
+    rt.owners.forget([operators])
     assert refused(rt, ALICE, operators) and refused(rt, ALICE, operators)  # kept as nobody's
     assert not refused(rt, ADMIN, operators)
     assert len(owner_reads) == 2
@@ -79,4 +83,4 @@ def test_an_id_not_found_is_asked_every_time_and_a_deleted_one_afresh(rt, owner_
     assert not refused(rt, ALICE, ws_id)
     workstreams.delete(rt, ws_id)
     assert refused(rt, ALICE, ws_id)
-    assert len(owner_reads) == 4
+    assert len(owner_reads) == 3, "the delete forgot it: read afresh, and not found"
