@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import BindParameter, Insert, bindparam, exists, func, insert, literal, update
+from sqlalchemy import CTE, BindParameter, Insert, bindparam, exists, func, insert, literal, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, SQLModel, col, select
@@ -257,6 +257,16 @@ def _typed(model: type[SQLModel], column: str, name: str | None = None) -> BindP
     return bindparam(name or column, type_=model.__table__.c[column].type)  # type: ignore[attr-defined]
 
 
+def _message_stored(role: str, ws_id: Any, turn_id: Any, **values: Any) -> CTE:
+    """A message inserted by a one-statement transition, for the row a step before it returned
+    (`ws_id` and `turn_id` are that step's columns); `values` by column. It is no error."""
+    names = ["ws_id", "turn_id", "role", *values, "is_error"]
+    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values.values(), literal(False))
+    # The column defaults of a nested INSERT are not filled in: every column it needs is named.
+    stored = insert(Message).from_select(names, taken, include_defaults=False)
+    return stored.returning(col(Message.id)).cte("stored")
+
+
 # `_start_at_once` as one statement (PostgreSQL): the workstream taken, then the turn stored
 # started for the workstream that returned, then its message for the turn that returned; the
 # start times are the server's clock, as `Database.now_bound` gives them there.
@@ -296,23 +306,13 @@ _STARTED = (
     .returning(col(Turn.id), col(Turn.ws_id))
     .cte("started")
 )
-_STORED = (
-    insert(Message)
-    .from_select(
-        ["ws_id", "turn_id", "role", "content", "origin", "created_at", "is_error"],
-        sqlalchemy.select(
-            _STARTED.c.ws_id,
-            _STARTED.c.id,
-            literal("user"),
-            _typed(Message, "content", "message"),
-            _typed(Message, "origin", "message_origin"),
-            _typed(Message, "created_at", "created"),
-            literal(False),
-        ),
-        include_defaults=False,
-    )
-    .returning(col(Message.id))
-    .cte("stored")
+_STORED = _message_stored(
+    "user",
+    _STARTED.c.ws_id,
+    _STARTED.c.id,
+    content=_typed(Message, "content", "message"),
+    origin=_typed(Message, "origin", "message_origin"),
+    created_at=_typed(Message, "created_at", "created"),
 )
 # A SELECT on top, so that a session runs it as it is (an INSERT on top takes its ORM bulk path).
 _START_IN_ONE_STATEMENT = sqlalchemy.select(_STORED.c.id)
@@ -496,26 +496,15 @@ _ANSWER_FREED = (
     )
     .cte("freed")
 )
-_ANSWER_STORED = (
-    insert(Message)
-    .from_select(
-        ["ws_id", "turn_id", "role", "content", "reasoning", "usage", "server_blocks"]
-        + ["created_at", "is_error"],
-        sqlalchemy.select(
-            _ANSWER_FREED.c.id,
-            _ANSWER_FREED.c.turn_id,
-            literal("assistant"),
-            _typed(Message, "content", "answer_content"),
-            _typed(Message, "reasoning", "answer_reasoning"),
-            _typed(Message, "usage", "answer_usage"),
-            _typed(Message, "server_blocks", "answer_server_blocks"),
-            _typed(Message, "created_at", "now"),
-            literal(False),
-        ),
-        include_defaults=False,
-    )
-    .returning(col(Message.id))
-    .cte("stored")
+_ANSWER_STORED = _message_stored(
+    "assistant",
+    _ANSWER_FREED.c.id,
+    _ANSWER_FREED.c.turn_id,
+    content=_typed(Message, "content", "answer_content"),
+    reasoning=_typed(Message, "reasoning", "answer_reasoning"),
+    usage=_typed(Message, "usage", "answer_usage"),
+    server_blocks=_typed(Message, "server_blocks", "answer_server_blocks"),
+    created_at=_typed(Message, "created_at", "now"),
 )
 _ANSWER_IN_ONE_STATEMENT = sqlalchemy.select(
     _ANSWER_FREED.c.has_children, _ANSWER_FREED.c.has_queued
