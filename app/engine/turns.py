@@ -257,11 +257,13 @@ def _typed(model: type[SQLModel], column: str, name: str | None = None) -> BindP
     return bindparam(name or column, type_=model.__table__.c[column].type)  # type: ignore[attr-defined]
 
 
-def _message_stored(role: str, ws_id: Any, turn_id: Any, **values: Any) -> CTE:
+def _message_stored(role: str, ws_id: Any, turn_id: Any, **parameters: str) -> CTE:
     """A message inserted by a one-statement transition, for the row a step before it returned
-    (`ws_id` and `turn_id` are that step's columns); `values` by column. It is no error."""
-    names = ["ws_id", "turn_id", "role", *values, "is_error"]
-    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values.values(), literal(False))
+    (`ws_id` and `turn_id` are that step's columns); each column in `parameters` takes the
+    statement's parameter of that name. It is no error."""
+    names = ["ws_id", "turn_id", "role", *parameters, "is_error"]
+    values = [_typed(Message, column, name) for column, name in parameters.items()]
+    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, literal(False))
     # The column defaults of a nested INSERT are not filled in: every column it needs is named.
     stored = insert(Message).from_select(names, taken, include_defaults=False)
     return stored.returning(col(Message.id)).cte("stored")
@@ -310,9 +312,9 @@ _STORED = _message_stored(
     "user",
     _STARTED.c.ws_id,
     _STARTED.c.id,
-    content=_typed(Message, "content", "message"),
-    origin=_typed(Message, "origin", "message_origin"),
-    created_at=_typed(Message, "created_at", "created"),
+    content="message",
+    origin="message_origin",
+    created_at="created",
 )
 # A SELECT on top, so that a session runs it as it is (an INSERT on top takes its ORM bulk path).
 _START_IN_ONE_STATEMENT = sqlalchemy.select(_STORED.c.id)
@@ -500,11 +502,11 @@ _ANSWER_STORED = _message_stored(
     "assistant",
     _ANSWER_FREED.c.id,
     _ANSWER_FREED.c.turn_id,
-    content=_typed(Message, "content", "answer_content"),
-    reasoning=_typed(Message, "reasoning", "answer_reasoning"),
-    usage=_typed(Message, "usage", "answer_usage"),
-    server_blocks=_typed(Message, "server_blocks", "answer_server_blocks"),
-    created_at=_typed(Message, "created_at", "now"),
+    content="answer_content",
+    reasoning="answer_reasoning",
+    usage="answer_usage",
+    server_blocks="answer_server_blocks",
+    created_at="now",
 )
 _ANSWER_IN_ONE_STATEMENT = sqlalchemy.select(
     _ANSWER_FREED.c.has_children, _ANSWER_FREED.c.has_queued
