@@ -272,9 +272,9 @@ def test_a_plain_answer_with_a_turn_queued_behind_it_starts_that_turn(rt, model_
     assert load(rt, Workstream, ws.id).active_turn_id == second.id
 
 
-def answered_as(rt: Runtime, fence, ws_id: str) -> tuple[bool, list[str]]:
+def answered_as(rt: Runtime, fence, ws_id: str, out: outbox.Outbox | None = None) -> tuple[bool, list[str]]:
     """`turns.end_with_answer` for `fence`: whether it ended the turn, and the events it left."""
-    out = outbox.Outbox(ws_id)
+    out = out or outbox.Outbox(ws_id)
     answer = {"content": "the answer", "reasoning": None, "usage": {"total_tokens": 3}, "server_blocks": None}
     return turns.end_with_answer(rt, out, fence, ws_id, answer), [e.type for e in out.events]
 
@@ -284,15 +284,21 @@ def assistant_messages(rt: Runtime, ws_id: str) -> list[Message]:
         return list(s.exec(select(Message).where(Message.ws_id == ws_id, Message.role == "assistant")).all())
 
 
-def test_the_one_statement_end_of_an_answer_stores_it_whole(rt):
+@pytest.mark.parametrize("with_child", [False, True])
+def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
     ws_id, turn_id = new_turn(rt, name="one statement")
+    if with_child:  # a sub-agent it started: stopped (if still running) once the end is out
+        with rt.db.session() as s:
+            s.add(Workstream(id="child", name="c", working_dir="/", kind="task", parent_turn_id=turn_id))
     claimed = claim(rt, turn_id, TurnPhase.MODEL, 0)
     assert claimed is not None
-    ended, events = answered_as(rt, claimed[0], ws_id)
+    out = outbox.Outbox(ws_id)
+    ended, events = answered_as(rt, claimed[0], ws_id, out)
     if not rt.db.is_postgresql:  # the general way ends it there
         assert (ended, events, assistant_messages(rt, ws_id)) == (False, [], [])
         return
     assert ended and events == [EventType.STATE_CHANGE]
+    assert len(out.actions) == (1 if with_child else 0)
     [answer] = assistant_messages(rt, ws_id)
     assert (answer.content, answer.turn_id, answer.usage, answer.tool_calls, answer.is_error) == (
         "the answer",
