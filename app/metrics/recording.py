@@ -35,8 +35,12 @@ _tool_labels_lock = threading.Lock()
 # -- counted when the transaction commits ------------------------------------------------------
 
 
-def on_commit(s: Session, count: Callable[[], None]) -> None:
-    """Run `count` once `s` commits; never if it rolls back."""
+def on_commit(s: Session | None, count: Callable[[], None]) -> None:
+    """Run `count` once `s` commits; never if it rolls back. None: what it counts was written
+    by a statement that has committed already (`Database.one_statement`), so it runs now."""
+    if s is None:
+        count()
+        return
     pending = s.info.get(_PENDING)
     if pending is None:
         pending = s.info[_PENDING] = []
@@ -56,20 +60,11 @@ def _drop(s: Session) -> None:
 
 
 def turn_started(s: Session | None) -> None:
-    """Counted when `s` commits; None: the statement that started it has committed."""
-    if s is None:
-        TURNS_STARTED.inc()
-    else:
-        on_commit(s, TURNS_STARTED.inc)
+    on_commit(s, TURNS_STARTED.inc)
 
 
 def turn_finished(s: Session | None, outcome: str) -> None:
-    """Counted when `s` commits; None: the statement that ended it has committed."""
-    count = TURNS_FINISHED.labels(outcome=str(outcome)).inc
-    if s is None:
-        count()
-    else:
-        on_commit(s, count)
+    on_commit(s, TURNS_FINISHED.labels(outcome=str(outcome)).inc)
 
 
 def tool_call_ended(s: Session, tool: str, status: str, is_error: bool) -> None:
