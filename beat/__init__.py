@@ -1,6 +1,11 @@
 """The beat schedule (`celery -A beat beat`): recovery sweeps, housekeeping, the watches' pass.
 Run exactly one."""
 
+from typing import Any
+
+from celery.signals import beat_init
+
+from app import heap
 from app.settings import Settings
 from app.taskqueue import SWEEP_TASK, WATCH_PASS_TASK, make_celery
 
@@ -22,3 +27,8 @@ app.conf.beat_schedule = {
         "options": {"expires": _settings.watch_poll_seconds * SWEEP_EXPIRY_INTERVALS},
     },
 }
+
+
+@beat_init.connect
+def _settle(**_: Any) -> None:
+    heap.settle()  # what beat has loaded it keeps for its life

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import statistics
 import tempfile
@@ -40,17 +41,40 @@ def stopped_by_sigterm() -> Iterator[None]:
 
 
 @contextmanager
+def collector_paused() -> Iterator[None]:
+    """Within: this process's cyclic garbage collector does not run. A bench's process serves the
+    fake model and keeps every event it reads; its own full collections, growing with them (over
+    200 ms after a few hundred turns), held up the model's answers and showed as the service's
+    slowest turns. What it allocates meanwhile is freed by reference counting, or once the
+    collector runs again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextmanager
 def running_service(
-    backend: str = "sqlite", config_toml: str = ""
+    backend: str = "sqlite", config_toml: str = "", env: dict[str, str] | None = None
 ) -> Iterator[tuple[Services, Api, FakeModelServer]]:
     """The service and its fake model; `config_toml` (with `{tmp}` for the run's folder) is its
-    config.toml when given."""
+    config.toml when given, `env` more of its processes' environment. The bench's own collector
+    is paused meanwhile (`collector_paused`)."""
     # The tests' Redis address, or (nothing answering there) a private Redis for this run.
     private = start_private_redis_if_absent()
     try:
-        with stopped_by_sigterm(), FakeModelServer() as model, tempfile.TemporaryDirectory() as tmp:
+        with (
+            stopped_by_sigterm(),
+            collector_paused(),
+            FakeModelServer() as model,
+            tempfile.TemporaryDirectory() as tmp,
+        ):
             svc = Services(backend, Path(tmp), model.openai_base_url)
             svc.env.update(PRODUCTION_TIMING)
+            svc.env.update(env or {})
             if config_toml:
                 config = Path(tmp) / "config.toml"
                 config.write_text(config_toml.replace("{tmp}", tmp))

@@ -1,4 +1,5 @@
-"""Announce this worker in Redis while it runs (what /health counts)."""
+"""What a worker does once it has started and as it stops: announce itself in Redis while it runs
+(what /health counts), run its MCP servers, and settle what it keeps (`app.heap`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
+from app import heap
 from app.presence import Presence
 from workers.tasks import runtime
 
@@ -18,6 +20,7 @@ def _announce(sender: Any = None, **_: Any) -> None:
     _presence = Presence(runtime().redis, str(getattr(sender, "hostname", "worker")))
     _presence.start()
     runtime().mcp.start()  # this process's MCP servers: spawned here, never in the web tier
+    heap.settle()  # everything above is kept for the worker's life
 
 
 @worker_shutdown.connect

@@ -4,10 +4,12 @@ provider, with retries (a broken stream starts again) and a way to stop early.""
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator
 from functools import partial
 from types import ModuleType
 
+from app import heap
 from app.providers.base import describe_target
 from app.providers.events import ModelEvent
 from app.providers.retry import RetryPolicy, stream_with_retries
@@ -72,4 +74,8 @@ def _module(provider: str) -> ModuleType:
     path = PROVIDERS.get(provider)
     if path is None:
         raise ValueError(f"unknown model provider {provider!r}")
-    return importlib.import_module(path)
+    first = path not in sys.modules
+    module = importlib.import_module(path)
+    if first:  # its SDK is kept for the process's life: out of the collector's walks
+        heap.settle(collect=False)
+    return module

@@ -1,10 +1,12 @@
 """gunicorn's server hooks (`--config python:app.web.gunicorn_config`, as the Procfile runs it):
-a dead worker's open websockets stop counting in /metrics."""
+a dead worker's open websockets stop counting in /metrics, and a worker that has loaded the app
+settles what it keeps (`app.heap`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from app import heap
 from app.metrics import folder
 
 
@@ -14,3 +16,7 @@ def on_starting(server: Any) -> None:
 
 def child_exit(server: Any, worker: Any) -> None:
     folder.forget_process(worker.pid)
+
+
+def post_worker_init(worker: Any) -> None:
+    heap.settle()
