@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import or_, update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from app.engine.outbox import Outbox, ordered
@@ -29,7 +30,7 @@ from app.events import EventType, Fence
 from app.mcp.names import approval_label
 from app.metrics import recording
 from app.runtime import Runtime
-from app.storage.database import insert_row
+from app.storage.database import insert_row, update_rows
 from app.storage.models import (
     FINAL_CALL_STATUSES,
     CallStatus,
@@ -132,16 +133,13 @@ def new_row(
 
 
 def _move(s: Session, row: ToolCall, leaving: Iterable[CallStatus], **values: Any) -> bool:
-    """One conditional transition; on success `row` carries the new values."""
-    moved = s.exec(
-        update(ToolCall)
-        .where(col(ToolCall.id) == row.id, col(ToolCall.status).in_(list(leaving)))
-        .values(**values)
-    )
-    if moved.rowcount != 1:
+    """One conditional transition; on success `row` carries the new values, as stored. Every
+    caller's session holds no object of the call but `row` (or none at all)."""
+    left = or_(*(col(ToolCall.status) == status for status in leaving))
+    if update_rows(s, update(ToolCall).where(col(ToolCall.id) == row.id, left).values(**values)) != 1:
         return False
     for key, value in values.items():
-        setattr(row, key, value)
+        set_committed_value(row, key, value)
     if row.status in FINAL_CALL_STATUSES:
         recording.tool_call_ended(s, row.func_name, row.status, row.is_error)
     return True

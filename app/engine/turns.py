@@ -18,7 +18,7 @@ from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.metrics import recording
 from app.runtime import Runtime
-from app.storage.database import Database, insert_row
+from app.storage.database import Database, insert_row, update_rows
 from app.storage.models import (
     Message,
     Turn,
@@ -419,7 +419,10 @@ _WITH_WORKSTREAM = (
 
 
 def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
-    s.exec(update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow()))
+    """The workstream's state, in the caller's transaction; an object of it that the session
+    holds keeps its old state (the caller reads it no more)."""
+    changed = update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow())
+    update_rows(s, changed)
 
 
 def end_with_answer(rt: Runtime, out: Outbox, fence: Fence, ws_id: str, answer: dict[str, Any]) -> bool:

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Insert, bindparam, event, exc, func, insert
+from sqlalchemy import DateTime, Insert, Update, bindparam, event, exc, func, insert
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, create_engine
 
@@ -184,3 +184,13 @@ def insert_row(s: Session, model: type[SQLModel], **values: Any) -> None:
 
 
 _INSERTS: dict[type[SQLModel], Insert] = {}
+
+
+def update_rows(s: Session, statement: Update) -> int:
+    """Run `statement` in the session's transaction, after what the session holds is written
+    (as an ORM update would, so the writes keep their order), but without the ORM's look
+    through the session's objects for the rows it changes (about 0.25 ms of CPU a statement):
+    an object of those rows in the session keeps the values it had, unless the caller sets
+    them (`sqlalchemy.orm.attributes.set_committed_value`). How many rows it changed."""
+    s.flush()
+    return int(s.connection().execute(statement).rowcount)
