@@ -2,7 +2,8 @@
 
 A started worker or web process holds a few hundred thousand objects it never lets go (modules,
 the runtime, a model SDK), and a full collection walks every one: on the order of 100 ms, a
-pause of every thread, every few dozen turns. `settle` takes what lives now out of its walks.
+pause of every thread, about once in a few hundred turns. `settle` takes what lives now out of
+its walks.
 """
 
 from __future__ import annotations
