@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 from sqlmodel import Session
 
-from app.engine import calls, subagents, turns
+from app.engine import batch_end, calls, subagents, turns
+from app.engine.batch_end import HandedOn
 from app.engine.calls import RUNNER, StartedCall
 from app.engine.cancellation import CancelCheck
 from app.engine.leases import fenced, hand_on, let_go
-from app.engine.outbox import ordered
+from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer
 from app.events import EventType, Fence
@@ -220,8 +221,29 @@ def _advance(
     """Store every result as a tool message (`ran`: a call's result not yet stored; `only`: it
     is the batch's only call), then the next model step (or the cancelled end); with calls
     still waiting, park the turn until they finish. `ws` is the workstream as the batch read it."""
+    with ordered(rt, ws.id) as out:
+        handed = None
+        if ran is not None and only and read_paths <= set(ws.read_paths):  # the common end
+            handed = batch_end.hand_on_at_once(rt, out, fence, step, *ran)
+        if handed is None:
+            handed = _hand_on(rt, out, fence, ws, step, read_paths, ran, only)
+    if handed is not None:
+        rt.queue.model_step(fence.turn_id, handed.step, handed.claim)
+
+
+def _hand_on(
+    rt: Runtime,
+    out: Outbox,
+    fence: Fence,
+    ws: Workstream,
+    step: int,
+    read_paths: set[str],
+    ran: Ran | None,
+    only: bool,
+) -> HandedOn | None:
+    """`_advance` the general way, in a fenced transaction; None when the turn parked or ended."""
     ws_id = ws.id
-    with ordered(rt, ws_id) as out, fenced(rt, fence) as (s, turn):
+    with fenced(rt, fence) as (s, turn):
         finished = ran[0] if ran is not None and _finish(s, *ran) else None
         if finished is not None:
             calls.announce(rt, finished, fence, out)
@@ -233,7 +255,8 @@ def _advance(
                 calls.announce(rt, row, fence, out)
             calls.answer(s, turn, step)  # read again: a waiting call may have ended beside the cancel
         elif calls.any_waiting(rows := calls.batch(s, turn.id, step)):
-            return _park(rt, s, turn, ws, read_paths)
+            _park(rt, s, turn, ws, read_paths)
+            return None
         else:
             calls.answer(s, turn, step, rows)  # none waiting: every call had ended when read
         if turn.feedback:
@@ -242,7 +265,7 @@ def _advance(
         _keep_read_paths(s, ws, read_paths)
         if turn.cancel_requested:
             turns.end_turn(s, out, turn, TurnStatus.CANCELLED, fence=fence)
-            return
+            return None
         turn.step = step + 1
         turn.phase = TurnPhase.MODEL
         claim = hand_on(rt, turn, MODEL_STEP_TASK)
@@ -250,7 +273,7 @@ def _advance(
         s.add(turn)
         turns.set_state(s, ws_id, WorkstreamState.THINKING)
         out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING)
-    rt.queue.model_step(turn.id, step + 1, claim)
+    return HandedOn(step + 1, claim)
 
 
 def _park(rt: Runtime, s: Session, turn: Turn, ws: Workstream, read_paths: set[str]) -> None:

@@ -251,18 +251,21 @@ _QUEUED = (
 _TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
 
 
-def _typed(model: type[SQLModel], column: str, name: str | None = None) -> BindParameter[Any]:
+def typed(model: type[SQLModel], column: str, name: str | None = None) -> BindParameter[Any]:
     """A bind parameter (`name`, else the column's) converted as `model`'s `column` is."""
     return bindparam(name or column, type_=model.__table__.c[column].type)  # type: ignore[attr-defined]
 
 
-def _message_stored(role: str, ws_id: Any, turn_id: Any, **parameters: str) -> CTE:
+def message_stored(
+    role: str, ws_id: Any, turn_id: Any, is_error: str | None = None, **parameters: str
+) -> CTE:
     """A message inserted by a one-statement transition, for the row a step before it returned
     (`ws_id` and `turn_id` are that step's columns); each column in `parameters` takes the
-    statement's parameter of that name. It is no error."""
+    statement's parameter of that name. No error, unless `is_error` names the parameter that says."""
     names = ["ws_id", "turn_id", "role", *parameters, "is_error"]
-    values = [_typed(Message, column, name) for column, name in parameters.items()]
-    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, literal(False))
+    values = [typed(Message, column, name) for column, name in parameters.items()]
+    error = typed(Message, "is_error", is_error) if is_error else literal(False)
+    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error)
     # The column defaults of a nested INSERT are not filled in: every column it needs is named.
     stored = insert(Message).from_select(names, taken, include_defaults=False)
     return stored.returning(col(Message.id)).cte("stored")
@@ -287,12 +290,12 @@ _STARTED = (
             "cancel_requested",
         ],
         sqlalchemy.select(
-            _typed(Turn, "id", "turn_id"),
+            typed(Turn, "id", "turn_id"),
             _TAKEN.c.id,
-            _typed(Turn, "message"),
-            _typed(Turn, "origin"),
-            _typed(Turn, "idempotency_key"),
-            _typed(Turn, "created_at", "created"),
+            typed(Turn, "message"),
+            typed(Turn, "origin"),
+            typed(Turn, "idempotency_key"),
+            typed(Turn, "created_at", "created"),
             literal(TurnStatus.ACTIVE.value),
             literal(TurnPhase.MODEL.value),
             func.clock_timestamp(),
@@ -307,7 +310,7 @@ _STARTED = (
     .returning(col(Turn.id), col(Turn.ws_id))
     .cte("started")
 )
-_STORED = _message_stored(
+_STORED = message_stored(
     "user",
     _STARTED.c.ws_id,
     _STARTED.c.id,
@@ -504,7 +507,7 @@ _ANSWER_FREED = (
     )
     .cte("freed")
 )
-_ANSWER_STORED = _message_stored(
+_ANSWER_STORED = message_stored(
     "assistant",
     _ANSWER_FREED.c.id,
     _ANSWER_FREED.c.turn_id,

@@ -67,7 +67,7 @@ def turn_finished(s: Session | None, outcome: str) -> None:
     on_commit(s, TURNS_FINISHED.labels(outcome=str(outcome)).inc)
 
 
-def tool_call_ended(s: Session, tool: str, status: str, is_error: bool) -> None:
+def tool_call_ended(s: Session | None, tool: str, status: str, is_error: bool) -> None:
     outcome = call_outcome(status, is_error)
     on_commit(s, TOOL_CALLS.labels(tool=tool_label(tool), outcome=outcome).inc)
 

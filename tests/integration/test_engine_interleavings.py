@@ -3,6 +3,7 @@ against a real database (SQLite and PostgreSQL), a real Redis and the fake model
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
@@ -16,6 +17,7 @@ from sqlmodel import col, select
 from app import keys
 from app.engine import (
     approvals,
+    batch_end,
     calls,
     cancel,
     chain,
@@ -30,12 +32,13 @@ from app.engine import (
 from app.engine.heartbeats import THREAD_NAME as HEARTBEATS
 from app.engine.leases import claim
 from app.engine.recovery import fail_turn
-from app.events import EventType
+from app.events import EventType, Fence
 from app.runtime import Runtime
 from app.storage.database import ONE_STATEMENT_OPTION, READ_ONLY_OPTION
 from app.storage.models import CallStatus, Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
 from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
+from app.tools.base import ToolOutcome
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.storage import runtime
 
@@ -336,6 +339,140 @@ def test_the_one_statement_end_declines_what_the_general_way_must_decide_and_wri
     assert assistant_messages(rt, ws_id) == []
     assert load(rt, Turn, turn_id).status == TurnStatus.ACTIVE
     assert load(rt, Workstream, ws_id).active_turn_id == turn_id
+
+
+def started_batch(rt: Runtime, model_server, name: str) -> tuple[str, str, Fence, StoredCall]:  # type: ignore[no-untyped-def]
+    """A turn whose model step asked for one auto-approved bash call and handed its batch on to
+    this task: the batch's claim and the call, stored running, that the batch is to run."""
+    ws = workstreams.create(rt, name=name, auto_approve=True)
+    turn = turns.send(rt, ws.id, "run it")
+    model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
+    rt.queue.local_queues = frozenset(QUEUES)  # a worker that consumes every queue
+    with rt.queue.keeping(turn.id) as kept:
+        model_step.run(rt, turn.id, 0)
+    assert kept.task == TOOL_BATCH_TASK and kept.claim is not None and kept.started is not None
+    return ws.id, turn.id, kept.claim, kept.started.row
+
+
+def ended_at_once(  # type: ignore[no-untyped-def]
+    rt: Runtime, claim: Fence, row: StoredCall, outcome: ToolOutcome, step: int = 0, keep: bool = True
+):
+    """`batch_end.hand_on_at_once` for the batch of `step`: what it returned, and its events."""
+    out = outbox.Outbox(row.ws_id)
+    with rt.queue.keeping(claim.turn_id) if keep else contextlib.nullcontext():
+        handed = batch_end.hand_on_at_once(rt, out, claim, step, row, outcome)
+    return handed, [(e.type, e.fields.get("state")) for e in out.events]
+
+
+def tool_messages(rt: Runtime, turn_id: str) -> list[Message]:
+    with rt.db.session() as s:
+        return list(s.exec(select(Message).where(Message.turn_id == turn_id, Message.role == "tool")).all())
+
+
+@pytest.mark.parametrize(("keep", "is_error"), [(True, False), (False, False), (True, True)])
+def test_the_one_statement_end_of_a_batch_stores_its_call_and_hands_the_turn_on(
+    rt, model_server, keep, is_error
+):
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, "one statement")
+    handed, events = ended_at_once(rt, claim, row, ToolOutcome("one\n", is_error), keep=keep)
+    call = load(rt, StoredCall, row.id)
+    if not rt.db.is_postgresql:  # the general way ends it there
+        assert (handed, events, call.status, tool_messages(rt, turn_id)) == (None, [], CallStatus.RUNNING, [])
+        return
+    assert handed == batch_end.HandedOn(1, Fence(turn_id, claim.attempt + 1) if keep else None)
+    assert events == [(EventType.TOOL_RESULT, None), (EventType.STATE_CHANGE, WorkstreamState.THINKING)]
+    stored = (call.status, call.output, call.is_error, call.process_group)
+    assert stored == (CallStatus.DONE, "one\n", is_error, None)
+    assert call.finished_at is not None and (row.status, row.output) == (CallStatus.DONE, "one\n")
+    [answer] = tool_messages(rt, turn_id)
+    assert (answer.content, answer.tool_call_id, answer.name, answer.is_error, answer.ws_id) == (
+        "one\n",
+        row.call_id,
+        "bash",
+        is_error,
+        ws_id,
+    )
+    turn = load(rt, Turn, turn_id)
+    assert (turn.status, turn.phase, turn.step) == (TurnStatus.ACTIVE, TurnPhase.MODEL, 1)
+    if keep:  # claimed for this task, as `leases.hand_on` claims it
+        assert (turn.attempt, turn.step_claims, turn.heartbeat_at is not None) == (claim.attempt + 1, 1, True)
+    else:  # let go, for the task sent to claim
+        assert (turn.attempt, turn.step_claims, turn.heartbeat_at) == (claim.attempt, 0, None)
+    assert turn.enqueued_at is not None and turn.phase_started_at is not None
+    assert load(rt, Workstream, ws_id).state == WorkstreamState.THINKING
+
+
+DECLINED = ["superseded", "cancel asked", "feedback given", "call ended", "another step"]
+
+
+@pytest.mark.parametrize("case", DECLINED)
+def test_the_one_statement_end_of_a_batch_declines_what_the_general_way_must_decide(rt, model_server, case):
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, case)
+    changed = update(Turn).where(col(Turn.id) == turn_id)
+    with rt.db.session() as s:
+        if case == "superseded":
+            s.exec(changed.values(attempt=Turn.attempt + 1))
+        elif case == "cancel asked":
+            s.exec(changed.values(cancel_requested=True))
+        elif case == "feedback given":
+            s.exec(changed.values(feedback="and then say so"))
+        elif case == "call ended":  # ended by someone else: their end stands
+            s.exec(update(StoredCall).where(col(StoredCall.id) == row.id).values(status=CallStatus.DONE))
+    before = load(rt, Turn, turn_id)
+    step = 1 if case == "another step" else 0
+    assert ended_at_once(rt, claim, row, ToolOutcome("one\n", False), step=step) == (None, [])
+    call = load(rt, StoredCall, row.id)
+    assert (call.output, call.finished_at) == (None, None) and tool_messages(rt, turn_id) == []
+    turn = load(rt, Turn, turn_id)
+    assert (turn.phase, turn.step, turn.attempt) == (TurnPhase.TOOLS, 0, before.attempt)
+    assert load(rt, Workstream, ws_id).state == WorkstreamState.RUNNING
+
+
+@pytest.mark.parametrize("meanwhile", ["cancel", "call finished"])
+def test_the_one_statement_end_of_a_batch_waits_for_the_turn_and_then_declines_what_changed(
+    rt, model_server, meanwhile
+):
+    """A writer holding the turn when the statement begins (a cancel; `calls.finish_waiting`,
+    which locks the turn, then the call) commits while the statement waits: the statement sees
+    what it wrote and writes nothing, not a turn handed on past a cancel or an unfinished call."""
+    if not rt.db.is_postgresql:
+        pytest.skip("one statement on PostgreSQL only; SQLite's writers take the whole file")
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, meanwhile)
+    result: list[object] = []
+    with rt.db.session() as s:
+        s.get(Turn, turn_id, with_for_update=True)
+        if meanwhile == "cancel":
+            s.exec(update(Turn).where(col(Turn.id) == turn_id).values(cancel_requested=True))
+        else:
+            ended = {"status": CallStatus.DONE, "output": "from elsewhere"}
+            s.exec(update(StoredCall).where(col(StoredCall.id) == row.id).values(**ended))
+        ending = threading.Thread(
+            target=lambda: result.append(ended_at_once(rt, claim, row, ToolOutcome("one\n", False)))
+        )
+        ending.start()
+        wait_for_a_lock_wait(rt)
+    ending.join(timeout=10)
+    assert result == [(None, [])]
+    assert tool_messages(rt, turn_id) == []
+    turn = load(rt, Turn, turn_id)
+    assert (turn.phase, turn.step, turn.attempt) == (TurnPhase.TOOLS, 0, claim.attempt)
+    call = load(rt, StoredCall, row.id)
+    assert call.status == (CallStatus.RUNNING if meanwhile == "cancel" else CallStatus.DONE)
+
+
+def wait_for_a_lock_wait(rt: Runtime) -> None:
+    """Return once a session of this database waits for a row lock (PostgreSQL)."""
+    waiting = text(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with rt.db.reader() as s:
+            if s.execute(waiting).scalar():
+                return
+        time.sleep(0.01)
+    raise AssertionError("nothing waited for the turn's lock")
 
 
 def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_the_queued_turn(
@@ -771,7 +908,8 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
         "UPDATE turns",  # on to the next model step, claimed for this task
         "UPDATE workstreams",  # thinking
     ]
-    assert asked.committed()[2] == batch_end
+    # On PostgreSQL all of that is one statement, which commits by itself (app/engine/batch_end.py).
+    assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else batch_end)
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
     assert done.attempt == 3  # three phases, each claimed once
