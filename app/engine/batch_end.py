@@ -1,17 +1,21 @@
-"""The end of a batch of one call, in one statement (PostgreSQL).
+"""The end of a batch of one call, the common way, in as few steps as it takes.
 
 A batch whose only call its model step started (`calls.StartedCall`: a bash command the
 workstream auto-approves, say) ends, in the common case, by storing the call's result,
 answering it with a tool message and handing the turn on to its next model step. The general
-way (`tool_batch._advance`) does that in a fenced transaction of five statements, seven round
-trips with its BEGIN and COMMIT; here it is one statement that commits by itself.
+way (`tool_batch._advance`) does that in a fenced transaction through the ORM: five statements,
+seven round trips on PostgreSQL with its BEGIN and COMMIT. Here it is one statement that commits
+by itself on PostgreSQL, and on SQLite four prepared statements in one transaction, without the
+ORM's work on the session's objects.
 
 It decides nothing the general way would decide otherwise: it declines, writing nothing, unless
 the fence still holds, the turn is at this batch, no cancel or feedback waits on it, and the
-call is still running; the general way then says what is wrong or what comes instead. The turn
-is locked first, as every writer of a turn's calls locks it (`calls.finish_waiting` takes the
-turn, then the call), so the call is read as the last such writer left it. Each write after
-that is for the rows the one before it returned, so the statement writes all of it or nothing.
+call is still running; the general way then says what is wrong or what comes instead. On
+PostgreSQL the turn is locked first, as every writer of a turn's calls locks it
+(`calls.finish_waiting` takes the turn, then the call), so the call is read as the last such
+writer left it; each write after that is for the rows the one before it returned, so the
+statement writes all of it or nothing. SQLite's transaction holds the whole file from its
+first statement (BEGIN IMMEDIATE), and is rolled back where a step finds no row.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import sqlalchemy
-from sqlalchemy import Select, bindparam, func, update
+from sqlalchemy import Insert, Select, Update, bindparam, func, insert, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, select
 
@@ -31,6 +35,7 @@ from app.metrics import recording
 from app.runtime import Runtime
 from app.storage.models import (
     CallStatus,
+    Message,
     ToolCall,
     Turn,
     TurnPhase,
@@ -51,17 +56,16 @@ class HandedOn(NamedTuple):
 
 
 def hand_on_at_once(
-    rt: Runtime, out: Outbox, fence: Fence, step: int, row: ToolCall, outcome: ToolOutcome
+    rt: Runtime, out: Outbox, fence: Fence, ws_id: str, step: int, row: ToolCall, outcome: ToolOutcome
 ) -> HandedOn | None:
-    """End the batch of `step` whose only call is `row`, run to `outcome`, in one statement;
-    None, with nothing written, where the general way must decide (and on another database).
-    The call's `tool_result` and the workstream's `thinking` go out with `out`."""
-    if not (rt.db.is_postgresql and rt.db.engine.dialect.update_returning):
-        return None
+    """End the batch of `step` whose only call is `row`, run to `outcome`; None, with nothing
+    written, where the general way must decide. The call's `tool_result` and the workstream's
+    `thinking` go out with `out`."""
     keep = rt.queue.will_keep(fence.turn_id, MODEL_STEP_TASK)
     now = utcnow()
     values = {
         "end_turn": fence.turn_id,
+        "end_ws": ws_id,
         "fenced_attempt": fence.attempt,
         "end_step": step,
         "next_step": step + 1,
@@ -72,9 +76,11 @@ def hand_on_at_once(
         "call_is_error": outcome.is_error,
         "now": now,
     }
-    with rt.db.one_statement() as s:
-        attempt = s.execute(_ENDS[keep], values).scalar_one_or_none()
-    if attempt is None:
+    if rt.db.is_postgresql:
+        with rt.db.one_statement() as s:
+            if s.execute(_ONE_STATEMENT[keep], values).first() is None:
+                return None
+    elif not _ended_in_steps(rt, keep, {**values, "lease_now": rt.db.now()}):
         return None
     finished = {
         "status": CallStatus.DONE,
@@ -88,28 +94,94 @@ def hand_on_at_once(
     recording.tool_call_ended(None, row.func_name, row.status, row.is_error)
     calls.announce(rt, row, fence, out)
     out.add(EventType.STATE_CHANGE, turn_id=fence.turn_id, fence=fence, state=WorkstreamState.THINKING)
-    return HandedOn(step + 1, Fence(fence.turn_id, attempt) if keep else None)
+    return HandedOn(step + 1, Fence(fence.turn_id, fence.attempt + 1) if keep else None)
 
 
-def _end(keep: bool) -> Select[Any]:
-    """The statement: the turn locked under its fence, then the call finished, then the turn
-    handed on (claimed for this task when it `keep`s the next step, as `leases.hand_on`), then
-    the call's tool message and the workstream's state. It returns the turn's new attempt."""
-    held = (
-        select(Turn.id)
+def _ended_in_steps(rt: Runtime, keep: bool, values: dict[str, Any]) -> bool:
+    """The end as `_STEPS` in one transaction; rolled back, and False, where a step finds no row."""
+    handed, finished, answered, thinking = _STEPS[keep]
+    with rt.db.session() as s:
+        conn = s.connection()
+        if conn.execute(handed, values).rowcount != 1 or conn.execute(finished, values).rowcount != 1:
+            s.rollback()
+            return False
+        conn.execute(answered, values)
+        conn.execute(thinking, values)
+    return True
+
+
+# The turn as the batch holds it. No parameter is named as a column of a table a statement here
+# updates: an UPDATE takes one as a value to set.
+_HELD = [
+    col(Turn.id) == bindparam("end_turn"),
+    col(Turn.attempt) == bindparam("fenced_attempt"),
+    col(Turn.status) == TurnStatus.ACTIVE,
+    col(Turn.phase) == TurnPhase.TOOLS,
+    col(Turn.step) == bindparam("end_step"),
+    col(Turn.cancel_requested).is_(False),
+    col(Turn.feedback).is_(None),
+]
+
+
+def _handed_on(keep: bool, now: Any) -> dict[str, Any]:
+    """The turn handed on to its next step: claimed for this task when it `keep`s that step
+    (as `leases.hand_on` claims it), else let go; `now` is the lease clock."""
+    return {
+        "phase": TurnPhase.MODEL,
+        "step": bindparam("next_step"),
+        "attempt": Turn.attempt + 1 if keep else Turn.attempt,
+        "step_claims": 1 if keep else 0,
+        "heartbeat_at": now if keep else None,
+        "phase_started_at": now,
+        "enqueued_at": now,
+    }
+
+
+_FINISHED = {
+    "status": CallStatus.DONE,
+    "output": typed(ToolCall, "output", "call_output"),
+    "is_error": typed(ToolCall, "is_error", "call_is_error"),
+    "finished_at": bindparam("now"),
+    "process_group": None,
+}
+_ANSWER = {
+    "content": "call_output",
+    "tool_call_id": "answered_call",
+    "name": "answered_tool",
+    "created_at": "now",
+}
+_THINKING = {"state": WorkstreamState.THINKING, "updated_at": bindparam("now")}
+
+
+def _steps(keep: bool) -> tuple[Update, Update, Insert, Update]:
+    """SQLite's steps: the turn handed on under its fence (the check comes first), the call
+    finished if still running, its tool message, the workstream's state."""
+    handed = update(Turn).where(*_HELD).values(**_handed_on(keep, bindparam("lease_now")))
+    finished = (
+        update(ToolCall)
         .where(
-            col(Turn.id) == bindparam("end_turn"),
-            col(Turn.attempt) == bindparam("fenced_attempt"),
-            col(Turn.status) == TurnStatus.ACTIVE,
-            col(Turn.phase) == TurnPhase.TOOLS,
-            col(Turn.step) == bindparam("end_step"),
-            col(Turn.cancel_requested).is_(False),
-            col(Turn.feedback).is_(None),
+            col(ToolCall.id) == bindparam("call_row"),
+            col(ToolCall.turn_id) == bindparam("end_turn"),
+            col(ToolCall.status) == CallStatus.RUNNING,
         )
-        .with_for_update()
-        .cte("held")
+        .values(**_FINISHED)
     )
-    # No parameter is named as a column of a table it updates: an UPDATE takes one as a value to set.
+    answer = {column: typed(Message, column, name) for column, name in _ANSWER.items()}
+    answered = insert(Message).values(
+        ws_id=bindparam("end_ws"),
+        turn_id=bindparam("end_turn"),
+        role="tool",
+        is_error=typed(Message, "is_error", "call_is_error"),
+        **answer,
+    )
+    thinking = update(Workstream).where(col(Workstream.id) == bindparam("end_ws")).values(**_THINKING)
+    return handed, finished, answered, thinking
+
+
+def _one_statement(keep: bool) -> Select[Any]:
+    """PostgreSQL's statement: the turn locked under its fence, then the call finished, then the
+    turn handed on, then the call's tool message and the workstream's state."""
+    held = select(Turn.id).where(*_HELD).with_for_update().cte("held")
     finished = (
         update(ToolCall)
         .where(
@@ -117,50 +189,28 @@ def _end(keep: bool) -> Select[Any]:
             col(ToolCall.turn_id) == held.c.id,
             col(ToolCall.status) == CallStatus.RUNNING,
         )
-        .values(
-            status=CallStatus.DONE,
-            output=typed(ToolCall, "output", "call_output"),
-            is_error=typed(ToolCall, "is_error", "call_is_error"),
-            finished_at=bindparam("now"),
-            process_group=None,
-        )
+        .values(**_FINISHED)
         .returning(col(ToolCall.turn_id))
         .cte("finished")
     )
     handed = (
         update(Turn)
         .where(col(Turn.id) == finished.c.turn_id)
-        .values(
-            phase=TurnPhase.MODEL,
-            step=bindparam("next_step"),
-            attempt=Turn.attempt + 1 if keep else Turn.attempt,
-            step_claims=1 if keep else 0,
-            heartbeat_at=func.clock_timestamp() if keep else None,
-            phase_started_at=func.clock_timestamp(),
-            enqueued_at=func.clock_timestamp(),
-        )
-        .returning(col(Turn.id), col(Turn.ws_id), col(Turn.attempt))
+        .values(**_handed_on(keep, func.clock_timestamp()))
+        .returning(col(Turn.id), col(Turn.ws_id))
         .cte("handed")
     )
-    answered = message_stored(
-        "tool",
-        handed.c.ws_id,
-        handed.c.id,
-        is_error="call_is_error",
-        content="call_output",
-        tool_call_id="answered_call",
-        name="answered_tool",
-        created_at="now",
-    )
+    answered = message_stored("tool", handed.c.ws_id, handed.c.id, is_error="call_is_error", **_ANSWER)
     thinking = (
         update(Workstream)
         .where(col(Workstream.id) == handed.c.ws_id)
-        .values(state=WorkstreamState.THINKING, updated_at=bindparam("now"))
+        .values(**_THINKING)
         .returning(col(Workstream.id))
         .cte("thinking")
     )
     joined = handed.join(answered, sqlalchemy.true()).join(thinking, sqlalchemy.true())
-    return sqlalchemy.select(handed.c.attempt).select_from(joined)
+    return sqlalchemy.select(handed.c.id).select_from(joined)
 
 
-_ENDS = {keep: _end(keep) for keep in (True, False)}
+_ONE_STATEMENT = {keep: _one_statement(keep) for keep in (True, False)}
+_STEPS = {keep: _steps(keep) for keep in (True, False)}

@@ -224,7 +224,7 @@ def _advance(
     with ordered(rt, ws.id) as out:
         handed = None
         if ran is not None and only and read_paths <= set(ws.read_paths):  # the common end
-            handed = batch_end.hand_on_at_once(rt, out, fence, step, *ran)
+            handed = batch_end.hand_on_at_once(rt, out, fence, ws.id, step, *ran)
         if handed is None:
             handed = _hand_on(rt, out, fence, ws, step, read_paths, ran, only)
     if handed is not None:

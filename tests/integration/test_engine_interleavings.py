@@ -360,7 +360,7 @@ def ended_at_once(  # type: ignore[no-untyped-def]
     """`batch_end.hand_on_at_once` for the batch of `step`: what it returned, and its events."""
     out = outbox.Outbox(row.ws_id)
     with rt.queue.keeping(claim.turn_id) if keep else contextlib.nullcontext():
-        handed = batch_end.hand_on_at_once(rt, out, claim, step, row, outcome)
+        handed = batch_end.hand_on_at_once(rt, out, claim, row.ws_id, step, row, outcome)
     return handed, [(e.type, e.fields.get("state")) for e in out.events]
 
 
@@ -370,15 +370,10 @@ def tool_messages(rt: Runtime, turn_id: str) -> list[Message]:
 
 
 @pytest.mark.parametrize(("keep", "is_error"), [(True, False), (False, False), (True, True)])
-def test_the_one_statement_end_of_a_batch_stores_its_call_and_hands_the_turn_on(
-    rt, model_server, keep, is_error
-):
+def test_the_end_at_once_of_a_batch_stores_its_call_and_hands_the_turn_on(rt, model_server, keep, is_error):
     ws_id, turn_id, claim, row = started_batch(rt, model_server, "one statement")
     handed, events = ended_at_once(rt, claim, row, ToolOutcome("one\n", is_error), keep=keep)
     call = load(rt, StoredCall, row.id)
-    if not rt.db.is_postgresql:  # the general way ends it there
-        assert (handed, events, call.status, tool_messages(rt, turn_id)) == (None, [], CallStatus.RUNNING, [])
-        return
     assert handed == batch_end.HandedOn(1, Fence(turn_id, claim.attempt + 1) if keep else None)
     assert events == [(EventType.TOOL_RESULT, None), (EventType.STATE_CHANGE, WorkstreamState.THINKING)]
     stored = (call.status, call.output, call.is_error, call.process_group)
@@ -406,7 +401,7 @@ DECLINED = ["superseded", "cancel asked", "feedback given", "call ended", "anoth
 
 
 @pytest.mark.parametrize("case", DECLINED)
-def test_the_one_statement_end_of_a_batch_declines_what_the_general_way_must_decide(rt, model_server, case):
+def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt, model_server, case):
     ws_id, turn_id, claim, row = started_batch(rt, model_server, case)
     changed = update(Turn).where(col(Turn.id) == turn_id)
     with rt.db.session() as s:
@@ -429,7 +424,7 @@ def test_the_one_statement_end_of_a_batch_declines_what_the_general_way_must_dec
 
 
 @pytest.mark.parametrize("meanwhile", ["cancel", "call finished"])
-def test_the_one_statement_end_of_a_batch_waits_for_the_turn_and_then_declines_what_changed(
+def test_the_end_at_once_of_a_batch_waits_for_the_turn_and_then_declines_what_changed(
     rt, model_server, meanwhile
 ):
     """A writer holding the turn when the statement begins (a cancel; `calls.finish_waiting`,
@@ -901,14 +896,9 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     # running, the result with the next step's claim, the answer with the turn's end: no
     # claim of their own, and the batch writes nothing before it runs the call
     assert writes.count == 4
-    batch_end = [
-        "UPDATE turns",  # the fence
-        "UPDATE tool_calls",  # the call's result
-        "INSERT messages",  # its answer: the batch's one call, ended just now, needs no reads
-        "UPDATE turns",  # on to the next model step, claimed for this task
-        "UPDATE workstreams",  # thinking
-    ]
-    # On PostgreSQL all of that is one statement, which commits by itself (app/engine/batch_end.py).
+    # The batch's end (app/engine/batch_end.py): on PostgreSQL one statement that commits by
+    # itself; on SQLite the turn handed on under its fence first, with no fence check of its own.
+    batch_end = ["UPDATE turns", "UPDATE tool_calls", "INSERT messages", "UPDATE workstreams"]
     assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else batch_end)
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
