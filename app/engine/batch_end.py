@@ -27,7 +27,7 @@ from sqlalchemy import Insert, Select, Update, bindparam, func, insert, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, select
 
-from app.engine import calls
+from app.engine import calls, leases
 from app.engine.outbox import Outbox
 from app.engine.turns import message_stored, typed
 from app.events import EventType, Fence
@@ -124,17 +124,8 @@ _HELD = [
 
 
 def _handed_on(keep: bool, now: Any) -> dict[str, Any]:
-    """The turn handed on to its next step: claimed for this task when it `keep`s that step
-    (as `leases.hand_on` claims it), else let go; `now` is the lease clock."""
-    return {
-        "phase": TurnPhase.MODEL,
-        "step": bindparam("next_step"),
-        "attempt": Turn.attempt + 1 if keep else Turn.attempt,
-        "step_claims": 1 if keep else 0,
-        "heartbeat_at": now if keep else None,
-        "phase_started_at": now,
-        "enqueued_at": now,
-    }
+    """The turn handed on to its next step (`leases.handed_on`); `now` is the lease clock."""
+    return {"phase": TurnPhase.MODEL, "step": bindparam("next_step"), **leases.handed_on(keep, now)}
 
 
 _FINISHED = {

@@ -98,7 +98,7 @@ def batch(s: Session, turn_id: str, step: int) -> list[ToolCall]:
 
 
 def new_row(
-    ws: Workstream, turn: Turn, step: int, position: int, p: PreparedCall, catalog_version: str | None
+    ws: Workstream, turn_id: str, step: int, position: int, p: PreparedCall, catalog_version: str | None
 ) -> ToolCall:
     """The stored form of a prepared call, already decided where no person needs to decide."""
     if p.error:
@@ -111,7 +111,7 @@ def new_row(
         status, how = CallStatus.PENDING, None
     return ToolCall(
         ws_id=ws.id,
-        turn_id=turn.id,
+        turn_id=turn_id,
         step=step,
         position=position,
         call_id=p.call_id,

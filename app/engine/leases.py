@@ -57,6 +57,20 @@ def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
     return None
 
 
+def handed_on(keep: bool, now: Any) -> dict[str, Any]:
+    """What `hand_on` sets, and the phase's start and enqueue times its callers set, as the
+    values of an UPDATE of the turn's row (for a transition run as statements of its own): the
+    next phase claimed for this task when it `keep`s that phase, else let go; `now` is the lease
+    clock as the statement has it."""
+    return {
+        "attempt": Turn.attempt + 1 if keep else Turn.attempt,
+        "step_claims": 1 if keep else 0,
+        "heartbeat_at": now if keep else None,
+        "phase_started_at": now,
+        "enqueued_at": now,
+    }
+
+
 def let_go(turn: Turn) -> None:
     """Inside the transaction that parks or hands on `turn`: no live claim is left on it (no
     heartbeat), and its next phase's claims are counted from zero."""

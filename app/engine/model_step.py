@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine import calls, conversation, prompt, subagents, turns
+from app.engine import calls, conversation, one_call, prompt, subagents, turns
 from app.engine.cancellation import CancelCheck
 from app.engine.leases import fenced, hand_on, let_go
 from app.engine.outbox import Outbox, ordered
@@ -191,26 +191,52 @@ def _store_reply(
         mark.send_with(out)
         if is_plain and turns.end_with_answer(rt, out, fence, ws.id, answer):
             return
-        with fenced(rt, fence) as (s, turn):
-            if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
-                end_as, prepared = TurnStatus.CANCELLED, []
-            asked_as = [_as_message_call(p, c) for p, c in prepared] or None
-            stored = {"ws_id": ws.id, "turn_id": turn.id, "role": "assistant", "tool_calls": asked_as}
-            insert_row(s, Message, **stored, **answer)
-            found = _found(tools, reply, prepared)
-            if found or prepared:  # what they change is merged into the workstream as it now is
-                fresh = s.get(Workstream, ws.id, populate_existing=True)
-                assert fresh is not None
-                ws = fresh
-            if found:
-                ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
-                s.add(ws)
-            if not prepared:
-                turns.end_turn(s, out, turn, end_as, fence=fence)
-            else:
-                going = _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
-    if prepared and going is not None:
-        rt.queue.tool_batch(turn.id, step, *going)
+        going = None
+        # One call and nothing to merge into the workstream (read paths, tools found): at once.
+        alone = end_as == TurnStatus.DONE and len(prepared) == 1 and read_paths <= set(ws.read_paths)
+        if alone and not _found(tools, reply, prepared):
+            p, requested = prepared[0]
+            asked_as, version = _as_message_call(p, requested), _version(tools, p)
+            going = one_call.store_at_once(rt, out, fence, ws, step, p, asked_as, version, answer)
+        if going is None:
+            going = _store(rt, out, fence, ws, tools, reply, step, prepared, read_paths, answer, end_as)
+    if going is not None:
+        rt.queue.tool_batch(fence.turn_id, step, *going)
+
+
+def _store(
+    rt: Runtime,
+    out: Outbox,
+    fence: Fence,
+    ws: Workstream,
+    tools: toolsets.ToolSet,
+    reply: Reply,
+    step: int,
+    prepared: list[tuple[PreparedCall, Any]],
+    read_paths: set[str],
+    answer: dict[str, Any],
+    end_as: TurnStatus,
+) -> tuple[Fence | None, calls.StartedCall | None] | None:
+    """`_store_reply` the general way, in a fenced transaction: the batch's claim and started
+    call when its calls go on (`_park_or_go`), None when they wait or the turn ended."""
+    with fenced(rt, fence) as (s, turn):
+        if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
+            end_as, prepared = TurnStatus.CANCELLED, []
+        asked_as = [_as_message_call(p, c) for p, c in prepared] or None
+        stored = {"ws_id": ws.id, "turn_id": turn.id, "role": "assistant", "tool_calls": asked_as}
+        insert_row(s, Message, **stored, **answer)
+        found = _found(tools, reply, prepared)
+        if found or prepared:  # what they change is merged into the workstream as it now is
+            fresh = s.get(Workstream, ws.id, populate_existing=True)
+            assert fresh is not None
+            ws = fresh
+        if found:
+            ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
+            s.add(ws)
+        if not prepared:
+            turns.end_turn(s, out, turn, end_as, fence=fence)
+            return None
+        return _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
 
 
 def _found(tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedCall, Any]]) -> list[str]:
@@ -235,7 +261,7 @@ def _park_or_go(
     """Inside the reply's transaction: store the calls and say what they are. None when some
     call waits for a person; else the batch's claim when this task runs it next (`hand_on`),
     and then a batch of one call that needs nobody is started here too (stored running)."""
-    rows = [calls.new_row(ws, turn, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
+    rows = [calls.new_row(ws, turn.id, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
     waiting = any(r.status == CallStatus.PENDING for r in rows)
     turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
     claim, started = None, None

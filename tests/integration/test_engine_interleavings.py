@@ -22,6 +22,7 @@ from app.engine import (
     cancel,
     chain,
     model_step,
+    one_call,
     outbox,
     prompt,
     sweeper,
@@ -39,6 +40,7 @@ from app.storage.models import CallStatus, Message, Turn, TurnPhase, TurnStatus,
 from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
 from app.tools.base import ToolOutcome
+from app.tools.pipeline import PreparedCall
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.storage import runtime
 
@@ -468,6 +470,117 @@ def wait_for_a_lock_wait(rt: Runtime) -> None:
                 return
         time.sleep(0.01)
     raise AssertionError("nothing waited for the turn's lock")
+
+
+ASKED_BASH = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "bash", "arguments": '{"command": "echo one"}'},
+}
+AN_ANSWER = {"content": "running it", "reasoning": None, "usage": {"total_tokens": 5}, "server_blocks": None}
+
+
+def at_the_store(rt: Runtime, name: str, auto_approve: bool = True) -> tuple[Fence, Workstream]:
+    """A turn in its first model step, claimed by a worker that consumes every queue, and its
+    workstream as the step read it."""
+    rt.queue.local_queues = frozenset(QUEUES)
+    ws = workstreams.create(rt, name=name, auto_approve=auto_approve)
+    turn = turns.send(rt, ws.id, "run it")
+    claimed = claim(rt, turn.id, TurnPhase.MODEL, 0)
+    assert claimed is not None
+    return claimed[0], load(rt, Workstream, ws.id)
+
+
+def stored_at_once(  # type: ignore[no-untyped-def]
+    rt: Runtime, fence: Fence, ws: Workstream, step: int = 0, keep: bool = True, needs_approval: bool = True
+):
+    """`one_call.store_at_once` of an answer asking for `echo one`: what it returned, and its events."""
+    p = PreparedCall("call_1", "bash", {"command": "echo one"}, "$ echo one", "", needs_approval)
+    out = outbox.Outbox(ws.id)
+    with rt.queue.keeping(fence.turn_id) if keep else contextlib.nullcontext():
+        going = one_call.store_at_once(rt, out, fence, ws, step, p, ASKED_BASH, "v1", AN_ANSWER)
+    return going, [(e.type, e.fields.get("state")) for e in out.events]
+
+
+def stored_calls(rt: Runtime, turn_id: str) -> list[StoredCall]:
+    with rt.db.session() as s:
+        return list(s.exec(select(StoredCall).where(StoredCall.turn_id == turn_id)).all())
+
+
+@pytest.mark.parametrize(("keep", "needs_approval"), [(True, True), (False, True), (True, False)])
+def test_an_answer_with_one_call_nobody_decides_is_stored_at_once(rt, keep, needs_approval):
+    fence, ws = at_the_store(rt, "at once", auto_approve=needs_approval)
+    going, events = stored_at_once(rt, fence, ws, keep=keep, needs_approval=needs_approval)
+    assert events == [(EventType.TOOL_INFO, None), (EventType.STATE_CHANGE, WorkstreamState.RUNNING)]
+    [call] = stored_calls(rt, fence.turn_id)
+    assert (call.call_id, call.func_name, call.args, call.header, call.catalog_version) == (
+        "call_1",
+        "bash",
+        {"command": "echo one"},
+        "$ echo one",
+        "v1",
+    )
+    assert (call.decided_how, call.needs_approval) == ("auto" if needs_approval else None, False)
+    [answer] = assistant_messages(rt, ws.id)
+    assert (answer.content, answer.usage) == ("running it", {"total_tokens": 5})
+    assert answer.tool_calls == [ASKED_BASH]
+    turn = load(rt, Turn, fence.turn_id)
+    assert (turn.phase, turn.step) == (TurnPhase.TOOLS, 0)
+    assert load(rt, Workstream, ws.id).state == WorkstreamState.RUNNING
+    if not keep:  # let go, for the batch task sent to claim; the call waits for it approved
+        assert going == (None, None)
+        assert (call.status, turn.attempt, turn.heartbeat_at) == (CallStatus.APPROVED, fence.attempt, None)
+        return
+    claim_, started = going
+    assert claim_ == Fence(fence.turn_id, fence.attempt + 1) == Fence(turn.id, turn.attempt)
+    assert (call.status, call.runner, call.started_at is not None) == (CallStatus.RUNNING, calls.RUNNER, True)
+    assert (started.row.id, started.row.status) == (call.id, CallStatus.RUNNING)
+    fresh = (started.ws.id, started.ws.state, started.ws.working_dir)  # the workstream as written
+    assert fresh == (ws.id, WorkstreamState.RUNNING, ws.working_dir)
+
+
+STORE_DECLINED = ["superseded", "cancel asked", "approval turned off", "another step", "a person decides"]
+
+
+@pytest.mark.parametrize("case", STORE_DECLINED)
+def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_must_decide(rt, case):
+    fence, ws = at_the_store(rt, case, auto_approve=case != "a person decides")
+    with rt.db.session() as s:
+        turn_row = update(Turn).where(col(Turn.id) == fence.turn_id)
+        if case == "superseded":
+            s.exec(turn_row.values(attempt=Turn.attempt + 1))
+        elif case == "cancel asked":
+            s.exec(turn_row.values(cancel_requested=True))
+        elif case == "approval turned off":  # while the model answered: the step read it on
+            s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(auto_approve=False))
+    before = load(rt, Turn, fence.turn_id)
+    assert stored_at_once(rt, fence, ws, step=1 if case == "another step" else 0) == (None, [])
+    assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
+    turn = load(rt, Turn, fence.turn_id)
+    assert (turn.phase, turn.attempt) == (TurnPhase.MODEL, before.attempt)
+    assert load(rt, Workstream, ws.id).state == WorkstreamState.THINKING
+
+
+@pytest.mark.parametrize("meanwhile", ["cancel", "approval turned off"])
+def test_an_answer_stored_at_once_waits_for_what_holds_the_turn_or_workstream(rt, meanwhile):
+    """A writer holding the turn (a cancel) or the workstream (approval turned off) when the
+    statement begins commits while it waits: it sees what they wrote and writes nothing."""
+    if not rt.db.is_postgresql:
+        pytest.skip("one statement on PostgreSQL only; SQLite's writers take the whole file")
+    fence, ws = at_the_store(rt, meanwhile)
+    result: list[object] = []
+    with rt.db.session() as s:
+        if meanwhile == "cancel":
+            s.exec(update(Turn).where(col(Turn.id) == fence.turn_id).values(cancel_requested=True))
+        else:
+            s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(auto_approve=False))
+        storing = threading.Thread(target=lambda: result.append(stored_at_once(rt, fence, ws)))
+        storing.start()
+        wait_for_a_lock_wait(rt)
+    storing.join(timeout=10)
+    assert result == [(None, [])]
+    assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
+    assert load(rt, Turn, fence.turn_id).phase == TurnPhase.MODEL
 
 
 def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_the_queued_turn(
@@ -900,6 +1013,9 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     # itself; on SQLite the turn handed on under its fence first, with no fence check of its own.
     batch_end = ["UPDATE turns", "UPDATE tool_calls", "INSERT messages", "UPDATE workstreams"]
     assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else batch_end)
+    # So is the answer with its one call, which needs nobody (app/engine/one_call.py).
+    stored = ["UPDATE turns", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls"]
+    assert asked.committed()[1] == (["WITH"] if rt.db.is_postgresql else stored)
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
     assert done.attempt == 3  # three phases, each claimed once
