@@ -39,7 +39,6 @@ from app.storage.models import (
     ToolCall,
     Turn,
     TurnPhase,
-    TurnStatus,
     Workstream,
     WorkstreamState,
     utcnow,
@@ -64,10 +63,8 @@ def hand_on_at_once(
     keep = rt.queue.will_keep(fence.turn_id, MODEL_STEP_TASK)
     now = utcnow()
     values = {
-        "end_turn": fence.turn_id,
+        **leases.fenced_values(fence, step),
         "end_ws": ws_id,
-        "fenced_attempt": fence.attempt,
-        "end_step": step,
         "next_step": step + 1,
         "call_row": row.id,
         "answered_call": row.call_id,
@@ -110,17 +107,9 @@ def _ended_in_steps(rt: Runtime, keep: bool, values: dict[str, Any]) -> bool:
     return True
 
 
-# The turn as the batch holds it. No parameter is named as a column of a table a statement here
-# updates: an UPDATE takes one as a value to set.
-_HELD = [
-    col(Turn.id) == bindparam("end_turn"),
-    col(Turn.attempt) == bindparam("fenced_attempt"),
-    col(Turn.status) == TurnStatus.ACTIVE,
-    col(Turn.phase) == TurnPhase.TOOLS,
-    col(Turn.step) == bindparam("end_step"),
-    col(Turn.cancel_requested).is_(False),
-    col(Turn.feedback).is_(None),
-]
+# The turn as the batch holds it, with no feedback waiting. No parameter is named as a column of
+# a table a statement here updates: an UPDATE takes one as a value to set.
+_HELD = [*leases.fenced_at(TurnPhase.TOOLS), col(Turn.feedback).is_(None)]
 
 
 def _handed_on(keep: bool, now: Any) -> dict[str, Any]:
@@ -152,7 +141,7 @@ def _steps(keep: bool) -> tuple[Update, Update, Insert, Update]:
         update(ToolCall)
         .where(
             col(ToolCall.id) == bindparam("call_row"),
-            col(ToolCall.turn_id) == bindparam("end_turn"),
+            col(ToolCall.turn_id) == bindparam("fenced_turn"),
             col(ToolCall.status) == CallStatus.RUNNING,
         )
         .values(**_FINISHED)
@@ -160,7 +149,7 @@ def _steps(keep: bool) -> tuple[Update, Update, Insert, Update]:
     answer = {column: typed(Message, column, name) for column, name in _ANSWER.items()}
     answered = insert(Message).values(
         ws_id=bindparam("end_ws"),
-        turn_id=bindparam("end_turn"),
+        turn_id=bindparam("fenced_turn"),
         role="tool",
         is_error=typed(Message, "is_error", "call_is_error"),
         **answer,

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import DateTime, Interval, Update, bindparam, case, or_, select, update
+from sqlalchemy import ColumnElement, DateTime, Interval, Update, bindparam, case, or_, select, update
 from sqlmodel import Session, col
 
 from app.engine.heartbeats import HeldClaim
@@ -55,6 +55,25 @@ def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
         return Fence(turn.id, turn.attempt)
     let_go(turn)
     return None
+
+
+def fenced_at(phase: str) -> list[ColumnElement[bool]]:
+    """The conditions under which a transition run as statements of its own may write: its turn
+    (the parameter `fenced_turn`) still under its fence (`fenced_attempt`), active, in `phase`
+    at its step (`fenced_step`), with no cancel asked. `fenced_values` gives the parameters."""
+    return [
+        col(Turn.id) == bindparam("fenced_turn"),
+        col(Turn.attempt) == bindparam("fenced_attempt"),
+        col(Turn.status) == TurnStatus.ACTIVE,
+        col(Turn.phase) == phase,
+        col(Turn.step) == bindparam("fenced_step"),
+        col(Turn.cancel_requested).is_(False),
+    ]
+
+
+def fenced_values(fence: Fence, step: int) -> dict[str, Any]:
+    """The parameters of `fenced_at`'s conditions."""
+    return {"fenced_turn": fence.turn_id, "fenced_attempt": fence.attempt, "fenced_step": step}
 
 
 def handed_on(keep: bool, now: Any) -> dict[str, Any]:

@@ -40,7 +40,6 @@ from app.storage.models import (
     ToolCall,
     Turn,
     TurnPhase,
-    TurnStatus,
     Workstream,
     WorkstreamState,
     utcnow,
@@ -97,10 +96,8 @@ def store_at_once(
     if keep:
         calls.start_as_handed_on(row)
     values = {
-        "store_turn": fence.turn_id,
+        **leases.fenced_values(fence, step),
         "store_ws": ws.id,
-        "fenced_attempt": fence.attempt,
-        "store_step": step,
         "now": utcnow(),
         "answer_tool_calls": [asked],
         **{f"answer_{key}": answer[key] for key in ANSWER_KEYS},
@@ -148,14 +145,7 @@ def _stored_in_steps(
 
 # The turn in this step's model phase under its fence. No parameter is named as a column of a
 # table a statement here updates: an UPDATE takes one as a value to set.
-_HELD = [
-    col(Turn.id) == bindparam("store_turn"),
-    col(Turn.attempt) == bindparam("fenced_attempt"),
-    col(Turn.status) == TurnStatus.ACTIVE,
-    col(Turn.phase) == TurnPhase.MODEL,
-    col(Turn.step) == bindparam("store_step"),
-    col(Turn.cancel_requested).is_(False),
-]
+_HELD = leases.fenced_at(TurnPhase.MODEL)
 _WORKSTREAM_COLUMNS = list(Workstream.__table__.c)  # type: ignore[attr-defined]
 _RUNNING = {"state": WorkstreamState.RUNNING, "updated_at": bindparam("now")}
 _ASKED = {
@@ -194,7 +184,7 @@ def _steps(keep: bool, approves_all: bool) -> tuple[Update, Update, Insert, Inse
         .returning(*_WORKSTREAM_COLUMNS)
     )
     message = {column: typed(Message, column, name) for column, name in _ASKED.items()}
-    mine = {"ws_id": bindparam("store_ws"), "turn_id": bindparam("store_turn"), "role": "assistant"}
+    mine = {"ws_id": bindparam("store_ws"), "turn_id": bindparam("fenced_turn"), "role": "assistant"}
     asked = insert(Message).values(**mine, is_error=False, **message)
     called = insert(ToolCall).values(dict(zip(CALL_COLUMNS, _call_values(), strict=True)))
     return handed, running, asked, called
@@ -212,7 +202,7 @@ def _one_statement(keep: bool, approves_all: bool) -> Select[Any]:
         .returning(*_WORKSTREAM_COLUMNS)
         .cte("running")
     )
-    asked = message_stored("assistant", running.c.id, typed(Turn, "id", "store_turn"), **_ASKED)
+    asked = message_stored("assistant", running.c.id, typed(Turn, "id", "fenced_turn"), **_ASKED)
     taken = sqlalchemy.select(*_call_values()).select_from(running)
     called = (
         insert(ToolCall)
@@ -222,7 +212,7 @@ def _one_statement(keep: bool, approves_all: bool) -> Select[Any]:
     )
     handed = (
         update(Turn)
-        .where(col(Turn.id) == bindparam("store_turn"), col(Turn.ws_id) == running.c.id)
+        .where(col(Turn.id) == bindparam("fenced_turn"), col(Turn.ws_id) == running.c.id)
         .values(**_handed_on(keep, func.clock_timestamp()))
         .returning(col(Turn.id))
         .cte("handed")
