@@ -89,6 +89,8 @@ def store_at_once(
     batch: the batch's claim and the call, stored running, when this task runs the batch next
     (as `model_step._park_or_go` gives them). None, with nothing written, where the general way
     must decide. The call's `tool_info` and the workstream's `running` go out with `out`."""
+    if not rt.db.engine.dialect.update_returning:
+        return None  # SQLite before 3.35: the workstream as written is read the general way
     row = calls.new_row(ws, fence.turn_id, step, 0, p, catalog_version)
     if row.status != CallStatus.APPROVED or (p.needs_approval and not ws.auto_approve):
         return None  # a person decides, or a label the workstream lists approved it: read again
