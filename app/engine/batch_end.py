@@ -20,6 +20,7 @@ first statement (BEGIN IMMEDIATE), and is rolled back where a step finds no row.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, NamedTuple
 
 import sqlalchemy
@@ -75,7 +76,7 @@ def hand_on_at_once(
     }
     if rt.db.is_postgresql:
         with rt.db.one_statement() as s:
-            if s.execute(_ONE_STATEMENT[keep], values).first() is None:
+            if s.execute(_one_statement(keep), values).first() is None:
                 return None
     elif not _ended_in_steps(rt, keep, {**values, "lease_now": rt.db.now()}):
         return None
@@ -95,8 +96,8 @@ def hand_on_at_once(
 
 
 def _ended_in_steps(rt: Runtime, keep: bool, values: dict[str, Any]) -> bool:
-    """The end as `_STEPS` in one transaction; rolled back, and False, where a step finds no row."""
-    handed, finished, answered, thinking = _STEPS[keep]
+    """The end as `_steps` in one transaction; rolled back, and False, where a step finds no row."""
+    handed, finished, answered, thinking = _steps(keep)
     with rt.db.session() as s:
         conn = s.connection()
         if conn.execute(handed, values).rowcount != 1 or conn.execute(finished, values).rowcount != 1:
@@ -133,6 +134,7 @@ _ANSWER = {
 _THINKING = {"state": WorkstreamState.THINKING, "updated_at": bindparam("now")}
 
 
+@cache  # built when first run: a worker builds only its database's, and only those it runs
 def _steps(keep: bool) -> tuple[Update, Update, Insert, Update]:
     """SQLite's steps: the turn handed on under its fence (the check comes first), the call
     finished if still running, its tool message, the workstream's state."""
@@ -158,6 +160,7 @@ def _steps(keep: bool) -> tuple[Update, Update, Insert, Update]:
     return handed, finished, answered, thinking
 
 
+@cache
 def _one_statement(keep: bool) -> Select[Any]:
     """PostgreSQL's statement: the turn locked under its fence, then the call finished, then the
     turn handed on, then the call's tool message and the workstream's state."""
@@ -190,7 +193,3 @@ def _one_statement(keep: bool) -> Select[Any]:
     )
     joined = handed.join(answered, sqlalchemy.true()).join(thinking, sqlalchemy.true())
     return sqlalchemy.select(handed.c.id).select_from(joined)
-
-
-_ONE_STATEMENT = {keep: _one_statement(keep) for keep in (True, False)}
-_STEPS = {keep: _steps(keep) for keep in (True, False)}

@@ -21,6 +21,7 @@ file from its first statement, and is rolled back where a step finds no row.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import sqlalchemy
@@ -108,7 +109,7 @@ def store_at_once(
     variant = (keep, p.needs_approval)
     if rt.db.is_postgresql:
         with rt.db.one_statement() as s:
-            stored = s.execute(_ONE_STATEMENT[variant], values).first()
+            stored = s.execute(_one_statement(*variant), values).first()
         if stored is None:
             return None
         row.id, columns = stored[0], stored._mapping
@@ -130,9 +131,9 @@ def store_at_once(
 def _stored_in_steps(
     rt: Runtime, variant: tuple[bool, bool], values: dict[str, Any]
 ) -> tuple[int, Any] | None:
-    """The answer stored as `_STEPS` in one transaction: the call's row id and the workstream as
+    """The answer stored as `_steps` in one transaction: the call's row id and the workstream as
     written; rolled back, and None, where a step finds no row."""
-    handed, running, asked, called = _STEPS[variant]
+    handed, running, asked, called = _steps(*variant)
     with rt.db.session() as s:
         conn = s.connection()
         fresh = conn.execute(running, values).first() if conn.execute(handed, values).rowcount == 1 else None
@@ -175,6 +176,7 @@ def _call_values() -> list[Any]:
     return [typed(ToolCall, column, f"call_{column}") for column in CALL_COLUMNS]
 
 
+@cache  # built when first run: a worker builds only its database's, and only those it runs
 def _steps(keep: bool, approves_all: bool) -> tuple[Update, Update, Insert, Insert]:
     """SQLite's steps: the turn handed on under its fence (the check comes first), the workstream
     `running` (returned as written), the assistant message, the call."""
@@ -192,6 +194,7 @@ def _steps(keep: bool, approves_all: bool) -> tuple[Update, Update, Insert, Inse
     return handed, running, asked, called
 
 
+@cache
 def _one_statement(keep: bool, approves_all: bool) -> Select[Any]:
     """PostgreSQL's statement: the turn locked under its fence, then the workstream `running`
     (returned as written), then the assistant message, the call and the turn handed on, each
@@ -223,8 +226,3 @@ def _one_statement(keep: bool, approves_all: bool) -> Select[Any]:
     for written in (asked, called, handed):
         joined = joined.join(written, sqlalchemy.true())
     return sqlalchemy.select(called.c.id.label("call_row"), *running.c).select_from(joined)
-
-
-_VARIANTS = [(keep, approves_all) for keep in (True, False) for approves_all in (True, False)]
-_ONE_STATEMENT = {variant: _one_statement(*variant) for variant in _VARIANTS}
-_STEPS = {variant: _steps(*variant) for variant in _VARIANTS}
