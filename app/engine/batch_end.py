@@ -25,14 +25,12 @@ from typing import Any, NamedTuple
 
 import sqlalchemy
 from sqlalchemy import Insert, Select, Update, bindparam, func, insert, update
-from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, select
 
 from app.engine import calls, leases
 from app.engine.outbox import Outbox
 from app.engine.turns import message_stored, typed
 from app.events import EventType, Fence
-from app.metrics import recording
 from app.runtime import Runtime
 from app.storage.models import (
     CallStatus,
@@ -42,7 +40,6 @@ from app.storage.models import (
     TurnPhase,
     Workstream,
     WorkstreamState,
-    utcnow,
 )
 from app.taskqueue import MODEL_STEP_TASK
 from app.tools.base import ToolOutcome
@@ -62,7 +59,7 @@ def hand_on_at_once(
     written, where the general way must decide. The call's `tool_result` and the workstream's
     `thinking` go out with `out`."""
     keep = rt.queue.will_keep(fence.turn_id, MODEL_STEP_TASK)
-    now = utcnow()
+    result = calls.finished(outcome.output, outcome.is_error)
     values = {
         **leases.fenced_values(fence, step),
         "end_ws": ws_id,
@@ -72,7 +69,7 @@ def hand_on_at_once(
         "answered_tool": row.func_name,
         "call_output": outcome.output,
         "call_is_error": outcome.is_error,
-        "now": now,
+        "now": result["finished_at"],
     }
     if rt.db.is_postgresql:
         with rt.db.one_statement() as s:
@@ -80,16 +77,7 @@ def hand_on_at_once(
                 return None
     elif not _ended_in_steps(rt, keep, {**values, "lease_now": rt.db.now()}):
         return None
-    finished = {
-        "status": CallStatus.DONE,
-        "output": outcome.output,
-        "is_error": outcome.is_error,
-        "finished_at": now,
-        "process_group": None,
-    }
-    for key, value in finished.items():
-        set_committed_value(row, key, value)
-    recording.tool_call_ended(None, row.func_name, row.status, row.is_error)
+    calls.moved(None, row, result)  # committed already
     calls.announce(rt, row, fence, out)
     out.add(EventType.STATE_CHANGE, turn_id=fence.turn_id, fence=fence, state=WorkstreamState.THINKING)
     return HandedOn(step + 1, Fence(fence.turn_id, fence.attempt + 1) if keep else None)

@@ -138,11 +138,17 @@ def _move(s: Session, row: ToolCall, leaving: Iterable[CallStatus], **values: An
     left = or_(*(col(ToolCall.status) == status for status in leaving))
     if update_rows(s, update(ToolCall).where(col(ToolCall.id) == row.id, left).values(**values)) != 1:
         return False
+    moved(s, row, values)
+    return True
+
+
+def moved(s: Session | None, row: ToolCall, values: dict[str, Any]) -> None:
+    """`row` as a transition that set `values` stored it: they are its values as committed, and a
+    call that ended is counted once `s` commits (None: the transition has committed already)."""
     for key, value in values.items():
         set_committed_value(row, key, value)
     if row.status in FINAL_CALL_STATUSES:
         recording.tool_call_ended(s, row.func_name, row.status, row.is_error)
-    return True
 
 
 def decide(
@@ -219,16 +225,18 @@ def finish(
     leaving: Iterable[CallStatus] = (CallStatus.RUNNING, CallStatus.WAITING),
 ) -> bool:
     """An unfinished call gets its result."""
-    return _move(
-        s,
-        row,
-        leaving,
-        status=status,
-        output=output,
-        is_error=is_error,
-        finished_at=utcnow(),
-        process_group=None,
-    )
+    return _move(s, row, leaving, **finished(output, is_error, status))
+
+
+def finished(output: str, is_error: bool, status: CallStatus = CallStatus.DONE) -> dict[str, Any]:
+    """The values a call's result sets (`finish`)."""
+    return {
+        "status": status,
+        "output": output,
+        "is_error": is_error,
+        "finished_at": utcnow(),
+        "process_group": None,
+    }
 
 
 def interrupt(s: Session, row: ToolCall) -> bool:
