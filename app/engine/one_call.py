@@ -32,9 +32,10 @@ from sqlmodel import col, select
 from app.engine import calls, leases
 from app.engine.calls import StartedCall
 from app.engine.outbox import Outbox
-from app.engine.turns import message_stored, typed
+from app.engine.turns import message_stored
 from app.events import EventType, Fence
 from app.runtime import Runtime
+from app.storage.database import typed
 from app.storage.models import (
     CallStatus,
     Message,

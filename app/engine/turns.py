@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import CTE, BindParameter, Insert, bindparam, exists, func, insert, literal, update
+from sqlalchemy import CTE, Insert, bindparam, exists, func, insert, literal, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel, col, select
+from sqlmodel import Session, col, select
 
 from app.engine import fanin
 from app.engine.outbox import Defer, Outbox, ordered
@@ -18,7 +18,7 @@ from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.metrics import recording
 from app.runtime import Runtime
-from app.storage.database import Database, insert_row, update_rows
+from app.storage.database import Database, insert_row, typed, update_rows
 from app.storage.models import (
     Message,
     Turn,
@@ -249,11 +249,6 @@ _QUEUED = (
     select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
 )
 _TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
-
-
-def typed(model: type[SQLModel], column: str, name: str | None = None) -> BindParameter[Any]:
-    """A bind parameter (`name`, else the column's) converted as `model`'s `column` is."""
-    return bindparam(name or column, type_=model.__table__.c[column].type)  # type: ignore[attr-defined]
 
 
 def message_stored(

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import DateTime, Insert, Update, bindparam, event, exc, func, insert
+from sqlalchemy import BindParameter, DateTime, Insert, Update, bindparam, event, exc, func, insert
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, create_engine
 
@@ -194,3 +194,8 @@ def update_rows(s: Session, statement: Update) -> int:
     them (`sqlalchemy.orm.attributes.set_committed_value`). How many rows it changed."""
     s.flush()
     return int(s.connection().execute(statement).rowcount)
+
+
+def typed(model: type[SQLModel], column: str, name: str | None = None) -> BindParameter[Any]:
+    """A bind parameter (`name`, else the column's) converted as `model`'s `column` is."""
+    return bindparam(name or column, type_=model.__table__.c[column].type)  # type: ignore[attr-defined]
