@@ -41,6 +41,8 @@ class ToolSource(Protocol):
 
 
 class BuiltinLookup(Protocol):
+    builtin_tool_names: frozenset[str]
+
     def offered(self, kind: str) -> list[Tool]: ...
 
     def tool(self, name: str, kind: str) -> Tool | None: ...
@@ -101,7 +103,9 @@ def build(
 
     With `search` active for this many tools, the built-ins stay visible and every tool
     from a source is deferred unless expanded (in the client tier `tool_search` joins
-    the visible ones while something is deferred). A source tool that clashes with a
+    the visible ones while something is deferred). A built-in that a source brings (MCP's
+    `read_resource` and `use_prompt`, offered while a server has resources or prompts) is a
+    built-in all the same: it stays visible. A source tool that clashes with a
     built-in or an earlier source's tool, or whose definition a model would reject, is
     left out with a warning.
     A task sub-agent gets every source tool, in view: it has no tool search.
@@ -120,7 +124,7 @@ def build(
             found.append(tool)
     if search is None or not search.is_active(kind, len(builtin) + len(found)):
         return ToolSet(kind, builtin + found)
-    shown = set(expanded)
+    shown = set(expanded) | builtins.builtin_tool_names
     deferred = [t for t in found if t.name not in shown]
     visible = builtin + [t for t in found if t.name in shown]
     if deferred and search.tier == search_plan.CLIENT:

@@ -177,6 +177,11 @@ def test_an_mcp_tool_deferred_by_tool_search_is_found_then_called(
         return [t["function"]["name"] for t in model.history[n].body["tools"]]
 
     assert "tool_search" in offered(0) and "mcp__everything__echo" not in offered(0)
+    # read_resource and use_prompt are built-ins, whichever source brings them: in view, and the
+    # resources and prompts they reach listed in the system prompt.
+    assert {"read_resource", "use_prompt"} <= set(offered(0))
+    system = model.history[0].body["messages"][0]["content"]
+    assert "<mcp-resources>" in system and "<mcp-prompts>" in system
     found = next(m["content"] for m in model.history[1].body["messages"] if m.get("tool_call_id") == "s1")
     assert "- mcp__everything__echo:" in found
     assert "mcp__everything__echo" in offered(1)

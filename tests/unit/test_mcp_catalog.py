@@ -17,6 +17,7 @@ from app.mcp.states import Listing
 from app.settings import Settings
 from app.storage.models import Workstream
 from app.tools.registry import build_registry
+from app.tools.search_plan import SearchPlan
 from app.tools.tool import TOOL_NAME_PATTERN
 from app.tools.toolset import build
 
@@ -109,6 +110,26 @@ def test_system_prompt_sections_list_resources_and_prompts_with_caps() -> None:
     coordinator = build(registry, [source], "coordinator")
     alone = prompt.build(prompt.PromptContext(ws, coordinator, Settings()), sections(source))
     assert "<mcp-resources>" not in alone  # no read_resource, no list
+
+
+def test_read_resource_and_use_prompt_stay_in_view_while_tool_search_defers_mcp_tools() -> None:
+    registry = build_registry()
+    resources = ({"uri": "r://a", "name": "a", "description": "res a", "mimeType": None, "server": "s"},)
+    views = [view("s", tools=tuple(tool(f"t{n}") for n in range(30)), resources=resources,
+                  prompts=(types.Prompt(name="p", description="a prompt"),))]  # fmt: skip
+
+    class Source(MCPToolSource):
+        def offer(self) -> Any:
+            return build_offer(views, MANAGER, self._catalog_tools)
+
+    source = Source(MANAGER, {n: d for n in ("read_resource", "use_prompt") if (d := registry.definition(n))})
+    tools = build(registry, [source], "interactive", search=SearchPlan("on", 20, 5))
+    assert tools.tier == "client" and tools.is_deferred("mcp__s__t0")
+    assert {"read_resource", "use_prompt", "tool_search"} <= set(tools.offered_names())
+    assert not tools.is_deferred("read_resource") and tools.tool("use_prompt") is not None
+    ws = Workstream(id="w1", name="w", working_dir="/tmp")
+    text = prompt.build(prompt.PromptContext(ws, tools, Settings()), sections(source))
+    assert "<mcp-resources>" in text and "<mcp-prompts>" in text
 
 
 def test_always_approves_one_resource_or_prompt_not_the_tool() -> None:
