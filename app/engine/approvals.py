@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import update
-from sqlmodel import col
+from sqlmodel import col, select
 
 from app.engine import calls as call_store
 from app.engine.outbox import Outbox, ordered
@@ -49,7 +49,10 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
         turn = s.get(Turn, ws.active_turn_id, with_for_update=True) if ws.active_turn_id else None
         rows = call_store.batch(s, turn.id, turn.step) if turn else []
         pending = [r for r in rows if r.status == CallStatus.PENDING]
-        targets = _targets(rows, pending, decision)
+        earlier = None
+        if decision.call_id is not None and all(r.call_id != decision.call_id for r in rows):
+            earlier = _decided_before(s, ws_id, decision.call_id)
+        targets = _targets(rows, pending, decision, earlier)
         if not targets:  # the same decision again: nothing to do
             return DecisionResult([], [r.call_id for r in pending], resumed=False)
         if decision.always and decision.approved:
@@ -108,7 +111,24 @@ def _announce(
         out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.RUNNING)
 
 
-def _targets(rows: list[ToolCall], pending: list[ToolCall], d: Decision) -> list[ToolCall]:
+def _decided_before(s: Any, ws_id: str, call_id: str) -> ToolCall | None:
+    """The workstream's last call of that id outside the batch waiting now, once it was decided:
+    a decision repeated after its batch ran (a retry whose first answer was lost) is
+    answered from it."""
+    row: ToolCall | None = s.exec(
+        select(ToolCall)
+        .where(col(ToolCall.ws_id) == ws_id, col(ToolCall.call_id) == call_id)
+        .order_by(col(ToolCall.id).desc())
+        .limit(1)
+    ).first()
+    return row if row is not None and row.status != CallStatus.PENDING else None
+
+
+def _targets(
+    rows: list[ToolCall], pending: list[ToolCall], d: Decision, earlier: ToolCall | None = None
+) -> list[ToolCall]:
+    """The calls `d` decides now; [] for a repeat of a person's decision (the call in the batch
+    waiting now, or `earlier`, the same call after its batch went on); ConflictError else."""
     if d.call_id is None:
         if pending:
             return list(pending)
@@ -118,7 +138,7 @@ def _targets(rows: list[ToolCall], pending: list[ToolCall], d: Decision) -> list
         if by_person and all((r.status != CallStatus.DENIED) == d.approved for r in by_person):
             return []
         raise ConflictError("no calls are pending approval", pending=[])
-    row = next((r for r in rows if r.call_id == d.call_id), None)
+    row = next((r for r in rows if r.call_id == d.call_id), earlier)
     if row is not None and row.status != CallStatus.PENDING and row.decided_how in ("user", "always"):
         if (row.status != CallStatus.DENIED) == d.approved:
             return []  # decided the same way before: a no-op

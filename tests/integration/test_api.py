@@ -344,6 +344,24 @@ def test_repeating_a_decision_without_call_id_is_a_no_op_like_with_it(api, model
     assert r.status_code == 409 and r.json()["pending"] == []
 
 
+def test_a_decision_repeated_after_its_call_ran_is_a_no_op(api, model, open_socket, workdir):
+    # A client whose answer was lost retries; by then the approved call has run and the turn
+    # has ended. The same decision again changes nothing; the other one conflicts.
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo ran"})]))
+    model.enqueue(Reply(text="ok"))
+    turn_id = api.send(ws_id, "x")
+    [item] = sock.wait_type("approve_request")["items"]
+    assert api.approve(ws_id, approved=True, call_id=item["call_id"]).json()["decided"] == [item["call_id"]]
+    sock.wait_turn_end(turn_id)
+    again = api.approve(ws_id, approved=True, call_id=item["call_id"])
+    assert again.status_code == 200 and again.json() == {"decided": [], "pending": [], "resumed": False}
+    other_way = api.approve(ws_id, approved=False, call_id=item["call_id"])
+    assert other_way.status_code == 409 and "already approved" in other_way.json()["error"]
+    assert len(sock.of_type("approval_resolved")) == 1
+
+
 # -- a send's answer ---------------------------------------------------------------------
 
 
