@@ -3,8 +3,9 @@
 A child's calls are decided through its parent's approve API, exactly like the parent's
 own: one call (`call_id`, with `child_ws_id` where two workstreams use the same id), or
 every pending call of the parent and of its working children at once. "Always" is the
-parent's: the tool names join the parent's set and every working child's, and the
-children's pending calls of those tools are approved with it.
+parent's: what it approves (a tool, or for read_resource and use_prompt one resource or
+prompt: `approval_label`) joins the parent's set and every working child's, and the
+children's pending calls it covers are approved with it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from sqlmodel import col
 from app.engine import approvals, subagents
 from app.engine.approvals import Decision, DecisionResult
 from app.errors import ConflictError, NotFoundError
+from app.mcp.names import approval_label
 from app.runtime import Runtime
-from app.storage.models import Workstream
+from app.storage.models import ToolCall, Workstream
 
 
 def decide(rt: Runtime, ws_id: str, decision: Decision, child_ws_id: str | None = None) -> DecisionResult:
@@ -28,9 +30,9 @@ def decide(rt: Runtime, ws_id: str, decision: Decision, child_ws_id: str | None 
         parent = s.get(Workstream, ws_id)
         if parent is None:
             raise NotFoundError(f"no workstream {ws_id}")
-        own = {r.call_id: r.func_name for r in subagents.pending_rows(s, parent)}
+        own = {r.call_id: _label(r) for r in subagents.pending_rows(s, parent)}
         children = {
-            c.id: {r.call_id: r.func_name for r in subagents.pending_rows(s, c)}
+            c.id: {r.call_id: _label(r) for r in subagents.pending_rows(s, c)}
             for c in subagents.working_children(s, ws_id)
         }
     if decision.call_id is None:
@@ -51,7 +53,7 @@ def _for_child(rt: Runtime, ws_id: str, decision: Decision, child_ws_id: str) ->
         child = s.get(Workstream, child_ws_id)
         if child is None or child.parent_id != ws_id:
             raise NotFoundError(f"workstream {ws_id} has no sub-agent {child_ws_id}")
-        pending = {r.call_id: r.func_name for r in subagents.pending_rows(s, child)}
+        pending = {r.call_id: _label(r) for r in subagents.pending_rows(s, child)}
     return _child_decision(rt, ws_id, child_ws_id, decision, pending)
 
 
@@ -80,7 +82,8 @@ def _everything(
 def _with_always(
     rt: Runtime, ws_id: str, decision: Decision, result: DecisionResult, names: dict[str, str]
 ) -> DecisionResult:
-    """After an "always", the parent and its working children approve those tools from now on."""
+    """After an "always", the parent and its working children approve what it covered (the
+    labels in `names`, by call id) from now on."""
     if not (decision.always and decision.approved and result.decided):
         return result
     tools = {names[c] for c in result.decided if c in names}
@@ -106,13 +109,19 @@ def _share_always(rt: Runtime, ws_id: str, tools: set[str], decision: Decision) 
         with rt.db.reader() as s:
             child = s.get(Workstream, member)
             rows = subagents.pending_rows(s, child) if child else []
-        due = [r.call_id for r in rows if r.func_name in tools]
+        due = [r.call_id for r in rows if _label(r) in tools]
         for call_id in due:
             try:
                 results.append(approvals.decide(rt, member, replace(decision, call_id=call_id)))
             except ConflictError:
                 continue
     return results
+
+
+def _label(row: ToolCall) -> str:
+    """What "always" on this call approves from then on: its tool, or for read_resource and
+    use_prompt its one resource or prompt (`approval_label`), never every call of the tool."""
+    return approval_label(row.func_name, row.args)
 
 
 def _merged(results: list[DecisionResult]) -> DecisionResult:
