@@ -9,6 +9,7 @@ callers decide what falling back means (web_search keeps the backend's order).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from app.settings import RERANK_CONNECT_TIMEOUT_SECONDS, RERANK_TIMEOUT_SECONDS, RerankerSettings
 
 USER_AGENT = "turnstone-jobs/0.1 (rerank)"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RerankError(Exception):
@@ -50,8 +52,8 @@ class Reranker:
             return []
         payload = {
             "model": self.model,
-            "query": wrap_query(query, self.instruction),
-            "documents": list(documents),
+            "query": encodable(wrap_query(query, self.instruction)),
+            "documents": [encodable(document) for document in documents],
             "top_n": len(documents),
             "return_documents": False,
         }
@@ -72,7 +74,7 @@ class Reranker:
             raise RerankError(f"the reranker answered {status}")
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
             raise RerankError("the reranker's answer is not JSON") from None
         return parse_scores(data, len(documents))
 
@@ -80,6 +82,12 @@ class Reranker:
         """The documents' indices, most relevant first; ties keep the given order."""
         scores = self.scores(query, documents)
         return sorted(range(len(documents)), key=lambda index: -scores[index])
+
+
+def encodable(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (from a search result's JSON, an MCP
+    server's text) becomes U+FFFD instead of failing the request's encoding."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def parse_scores(data: Any, count: int) -> list[float]:

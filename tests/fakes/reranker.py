@@ -3,7 +3,7 @@ every request.
 
 It scores a document by the share of the query's words (of four letters or more: no "the" or
 "on") that it contains, 0 to 1, so relevance is predictable in tests. `fail(status)`,
-`garbage()` and `stall(seconds)` script a broken endpoint;
+`garbage()`, `raw(body)` and `stall(seconds)` script a broken endpoint;
 `flat()` gives every document the same score (a reranker that separates nothing); `logits()`
 gives scores outside 0..1, as a raw cross-encoder would.
 """
@@ -60,6 +60,11 @@ class FakeReranker:
     def garbage(self) -> None:
         with self._lock:
             self.body = b"<html>upstream error</html>"
+
+    def raw(self, body: bytes) -> None:
+        """Answer 200 with `body` as it is."""
+        with self._lock:
+            self.body = body
 
     def stall(self, seconds: float) -> None:
         with self._lock:

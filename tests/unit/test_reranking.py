@@ -231,7 +231,7 @@ def test_web_search_reorders_the_whole_pool_before_cutting_it(searx, rerank):
     assert request["body"]["documents"][2] == "Ruddy turnstone migration\nThe ruddy turnstone migrates far."
 
 
-@pytest.mark.parametrize("fault", ["fail", "garbage", "stall", "closed"])
+@pytest.mark.parametrize("fault", ["fail", "garbage", "nested", "stall", "closed"])
 def test_a_failing_reranker_leaves_the_backends_order(searx, rerank, fault):
     searx.answer(POOL)
     url = rerank.url + "/rerank"
@@ -239,12 +239,24 @@ def test_a_failing_reranker_leaves_the_backends_order(searx, rerank, fault):
         rerank.fail(503)
     elif fault == "garbage":
         rerank.garbage()
+    elif fault == "nested":  # deeper than Python's parser goes
+        rerank.raw(b"[" * 200_000 + b"]" * 200_000)
     elif fault == "stall":
         rerank.stall(2)
     else:
         url = "http://127.0.0.1:9/rerank"
     found = search(searx, RerankerSettings(url, "m", timeout=0.3))
     assert urls(found) == ["https://a.example/stones", "https://b.example/migration"]
+
+
+def test_a_result_with_text_json_cannot_encode_is_reranked_all_the_same(searx, rerank):
+    # A lone surrogate (an engine's broken escape) reaches the reranker as U+FFFD; the search
+    # is reranked instead of failing.
+    broken = result("Ruddy turnstone \ud800 migration", "https://d.example/broken", "far \udfff")
+    searx.answer([*POOL[:2], broken])
+    found = search(searx, RerankerSettings(rerank.url + "/rerank", "m"))
+    assert urls(found)[0] == "https://d.example/broken"
+    assert rerank.requests[0]["body"]["documents"][2] == "Ruddy turnstone \ufffd migration\nfar \ufffd"
 
 
 def test_rerank_web_search_off_keeps_the_backends_order(searx, rerank):
