@@ -16,6 +16,7 @@ from app.previews import kinds, store
 from app.previews.kinds import KindError
 from app.settings import MAX_NAME_CHARS
 from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.fetch import prepared
 from app.tools.fetch.errors import FetchError
 from app.tools.fetch.fetcher import Fetcher
 from app.tools.files import FileToolError, path_argument, resolve
@@ -63,7 +64,9 @@ def _prepare_url(clean: dict[str, Any], header: str, ctx: ToolContext) -> Prepar
     except FetchError as exc:
         return Preparation(clean, header, needs_approval=False, error=str(exc))
     lines = [f"GET {clean['target']}", SHOWN_NOTE, target.approval_note()]
-    return Preparation(clean, header, preview="\n".join(line for line in lines if line), needs_approval=True)
+    preview = "\n".join(line for line in lines if line)
+    # What runs must be what was approved: the run is held to the network seen here.
+    return Preparation(prepared.recorded(clean, target), header, preview=preview, needs_approval=True)
 
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
@@ -82,7 +85,7 @@ def _content(args: dict[str, Any], ctx: ToolContext) -> store.Content:
     target: str = args["target"]
     kind: str | None = args.get("kind")
     if _is_url(target):
-        return _from_url(target, kind, args.get("title"), ctx)
+        return _from_url(target, kind, args.get("title"), prepared.is_private_approved(args), ctx)
     if target.startswith(ATTACHMENT):
         assert ctx.db is not None
         try:
@@ -96,9 +99,11 @@ def _content(args: dict[str, Any], ctx: ToolContext) -> store.Content:
     return _from_file(target, kind, args.get("title"), ctx)
 
 
-def _from_url(url: str, kind: str | None, title: str | None, ctx: ToolContext) -> store.Content:
+def _from_url(
+    url: str, kind: str | None, title: str | None, private_ok: bool, ctx: ToolContext
+) -> store.Content:
     fetcher: Fetcher = ctx.fetcher
-    page = fetcher.fetch(url, should_stop=ctx.is_cancelled)
+    page = fetcher.fetch(url, should_stop=ctx.is_cancelled, private_ok=private_ok)
     if page.status >= 300:
         raise FetchError(f"Error: {page.url} answered {page.status} {page.reason}".rstrip())
     name = page.url.split("?", 1)[0].rsplit("/", 1)[-1]

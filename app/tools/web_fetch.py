@@ -10,7 +10,7 @@ from typing import Any
 from app.providers import ContextWindowError, ModelError, stream_reply
 from app.settings import WEB_FETCH_MAX_PAGE_CHARS, WEB_FETCH_MIN_PAGE_CHARS, ModelSettings
 from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.fetch import Fetcher, FetchError, Page, Target
+from app.tools.fetch import Fetcher, FetchError, Page, Target, prepared
 from app.tools.fetch.text import page_text
 
 TOOL = "web_fetch"
@@ -40,7 +40,9 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
         target = fetcher.screen(clean["url"])  # refused here, nobody is asked about it
     except FetchError as exc:
         return Preparation(clean, header, needs_approval=False, error=str(exc))
-    return Preparation(clean, header, preview=_preview(clean, target), needs_approval=True)
+    # What runs must be what was approved: the run is held to the network seen here.
+    stored = prepared.recorded(clean, target)
+    return Preparation(stored, header, preview=_preview(clean, target), needs_approval=True)
 
 
 def _preview(args: dict[str, str], target: Target) -> str:
@@ -55,7 +57,8 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if ctx.model is None:
         return ToolOutcome(NO_MODEL, is_error=True)
     try:
-        page = fetcher.fetch(args["url"], should_stop=ctx.is_cancelled)
+        private_ok = prepared.is_private_approved(args)
+        page = fetcher.fetch(args["url"], should_stop=ctx.is_cancelled, private_ok=private_ok)
         text = _readable(page)
     except FetchError as exc:
         return ToolOutcome(str(exc), is_error=True)

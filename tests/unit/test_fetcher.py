@@ -382,6 +382,64 @@ def test_dns_rebinding_the_pinned_connection_never_reaches_the_private_address(s
     assert resolver.calls == ["localhost"]
 
 
+def test_a_name_screened_public_that_turns_private_is_refused_when_private_was_not_approved(sites):
+    public = sites({"/admin": page("the public page")})
+    private = sites({"/admin": page("the private admin page")})
+    net = FakeInternet({PUBLIC_IP: public.port})
+    # Public when the call is prepared (and shown to a person), private when it runs.
+    resolver = FakeResolver(svc_test=[[PUBLIC_IP], ["127.0.0.1"]])
+    guarded = fetcher(resolver, net, allow_private=True)
+    url = private.url("/admin", host="svc.test")
+    assert guarded.screen(url).network == "public"
+    with pytest.raises(RefusedError) as refused:
+        guarded.fetch(url, private_ok=False)
+    assert str(refused.value) == (
+        "Refused: svc.test resolves to 127.0.0.1, a loopback address, but it was public when "
+        "this call was prepared, so its approval did not cover a private target; "
+        "make the call again to ask for it as one"
+    )
+    assert net.dialled == [] and private.hits == [] and public.hits == []
+
+
+def test_a_target_approved_as_private_is_fetched_and_a_public_one_needs_no_private_approval(sites):
+    site = sites({"/": page("up")})
+    net = FakeInternet({PUBLIC_IP: site.port})
+    resolver = FakeResolver(intranet_test=["127.0.0.1"])
+    guarded = fetcher(resolver, net, allow_private=True)
+    assert guarded.screen(site.url(host="intranet.test")).network == "private"
+    assert guarded.fetch(site.url(host="intranet.test"), private_ok=True).body == b"up"
+    assert guarded.fetch("http://public.test/", private_ok=False).body == b"up"
+    # A name approved as private that has since gone public is fetched: nothing private is reached.
+    assert guarded.fetch("http://public.test/", private_ok=True).body == b"up"
+
+
+def test_a_call_not_approved_for_private_space_is_never_redirected_into_it(sites):
+    private = sites({"/secret": page("private")})
+    public = sites({"/start": redirect(f"http://intranet.test:{private.port}/secret")})
+    net = FakeInternet({PUBLIC_IP: public.port})
+    resolver = FakeResolver(intranet_test=["127.0.0.1"])
+    with pytest.raises(RefusedError, match=r"public.test \(public\) redirected into private space"):
+        fetcher(resolver, net, allow_private=True).fetch("http://public.test/start", private_ok=False)
+    assert private.hits == []
+
+
+def test_a_private_target_approved_as_such_may_redirect_within_private_space_only(sites):
+    private = sites({"/b": page("wiki")})
+    private.routes["/a"] = redirect(private.url("/b", host="wiki.test"))
+    resolver = FakeResolver(intranet_test=["127.0.0.1"], wiki_test=["127.0.0.1"])
+    guarded = fetcher(resolver, allow_private=True)
+    got = guarded.fetch(private.url("/a", host="intranet.test"), private_ok=True)
+    assert got.body == b"wiki" and got.is_private
+    # private -> public -> private: the public hop may not send it back in
+    public = sites({"/bounce": redirect(private.url("/b", host="wiki.test"))})
+    private.routes["/a"] = redirect("http://public.test/bounce")
+    net = FakeInternet({PUBLIC_IP: public.port})
+    with pytest.raises(RefusedError, match="redirected into private space"):
+        fetcher(resolver, net, allow_private=True).fetch(
+            private.url("/a", host="intranet.test"), private_ok=True
+        )
+
+
 def test_a_host_with_several_addresses_is_dialled_at_the_next_checked_one_when_one_fails(sites):
     site = sites({"/": page("up")})
     net = FakeInternet({PUBLIC_IP: site.port})

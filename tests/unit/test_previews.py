@@ -4,15 +4,19 @@ that keep content inert, and open_preview's checks before anything is read or fe
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
 from app.previews import kinds, links
 from app.previews.kinds import KindError, classify
-from app.storage.models import Preview
+from app.storage.database import Database
+from app.storage.migrate import upgrade
+from app.storage.models import Preview, Workstream
 from app.tools import open_preview
 from app.tools.base import ToolContext
 from app.tools.fetch import Fetcher
+from tests.unit.test_fetcher import PUBLIC_IP, FakeInternet, FakeResolver, Site, page
 
 TSV = "text/tab-separated-values; charset=utf-8"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
@@ -196,3 +200,41 @@ def test_without_storage_it_says_so(tmp_path):
     (tmp_path / "a.md").write_text("# hi")
     outcome = open_preview.execute({"target": "a.md"}, ctx(tmp_path))
     assert outcome.is_error and outcome.output == open_preview.NO_STORAGE
+
+
+@pytest.fixture
+def db(tmp_path) -> Iterator[Database]:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    upgrade(url)
+    database = Database(url)
+    with database.session() as s:
+        s.add(Workstream(id="ws", name="w", working_dir=str(tmp_path)))
+    yield database
+    database.dispose()
+
+
+def test_a_url_that_turns_private_after_approval_is_not_fetched(tmp_path, db):
+    public, private = Site({"/": page("<title>public</title>")}), Site({"/": page("<title>admin</title>")})
+    try:
+        # Public when the call is prepared, private from then on.
+        resolver = FakeResolver(svc_test=[[PUBLIC_IP], ["127.0.0.1"]])
+        fetcher = Fetcher(
+            resolver=resolver, dialer=FakeInternet({PUBLIC_IP: public.port}), allow_private=True
+        )
+        context = ToolContext("ws", str(tmp_path), fetcher=fetcher, db=db)
+        url = private.url("/", host="svc.test")
+        prep = open_preview.prepare({"target": url}, context)
+        assert prep.needs_approval and prep.error is None and "Private network" not in prep.preview
+        outcome = open_preview.execute(json.loads(json.dumps(prep.args)), context)  # as stored, approved
+        assert outcome.is_error and outcome.output == (
+            "Refused: svc.test resolves to 127.0.0.1, a loopback address, but it was public when "
+            "this call was prepared, so its approval did not cover a private target; "
+            "make the call again to ask for it as one"
+        )
+        assert private.hits == [] and public.hits == []
+        again = open_preview.prepare({"target": url}, context)
+        assert "Private network: svc.test resolves to 127.0.0.1" in again.preview
+        assert again.args["prepared_network"] == "private"
+    finally:
+        public.close()
+        private.close()

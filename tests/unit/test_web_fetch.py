@@ -6,7 +6,9 @@ test_fetcher), the answers from the fake model server over real HTTP.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +18,7 @@ from app.tools.base import Preparation, ToolContext
 from app.tools.fetch import Fetcher
 from app.tools.fetch.fetcher import Page
 from app.tools.fetch.text import html_to_text, page_text
+from app.tools.pipeline import PreparedCall, execute_call, prepare_call
 from app.tools.registry import build_registry
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.unit.test_fetcher import PUBLIC_IP, FakeInternet, FakeResolver, Route, Site, page, redirect
@@ -88,7 +91,11 @@ def side_request(server: FakeModelServer) -> dict:
 def test_prepare_screens_the_url_and_asks_a_person():
     prep = web_fetch.prepare(ask("  http://public.test/a  "), context(None, Fetcher(resolver=FakeResolver())))
     assert prep == Preparation(
-        {"url": "http://public.test/a", "question": "What does the blue widget cost?"},
+        {
+            "url": "http://public.test/a",
+            "question": "What does the blue widget cost?",
+            "prepared_network": "public",  # what the person is shown: the run is held to it
+        },
         "web_fetch http://public.test/a",
         preview="GET http://public.test/a\nQuestion: What does the blue widget cost?",
         needs_approval=True,
@@ -137,6 +144,20 @@ def test_bad_arguments_are_errors_at_prepare(args, error):
 def test_without_a_fetcher_the_call_is_an_error():
     assert web_fetch.prepare(ask(), context(None, None)).error == web_fetch.NO_FETCHER
     assert web_fetch.execute(ask(), context(None, None)).is_error
+
+
+def test_a_private_target_is_recorded_as_such_and_a_model_cannot_claim_it():
+    fetcher = Fetcher(resolver=FakeResolver(intranet_test=["10.0.0.5"]), allow_private=True)
+    prep = web_fetch.prepare(ask("http://intranet.test/wiki"), context(None, fetcher))
+    assert prep.args["prepared_network"] == "private"
+    # Only prepare writes the record: a model cannot send one, and prepare drops any it is given.
+    claimed = {**ask(), "prepared_network": "private"}
+    call = prepare_call(build_registry(), "c1", "web_fetch", json.dumps(claimed), context(None, fetcher))
+    assert call.error is not None and call.error.startswith(
+        "Error: web_fetch does not take 'prepared_network'"
+    )
+    prep = web_fetch.prepare(claimed, context(None, Fetcher(resolver=FakeResolver())))
+    assert prep.args["prepared_network"] == "public"
 
 
 def test_task_agents_run_it_unprompted_and_interactive_sessions_ask():
@@ -286,6 +307,81 @@ def test_a_cancelled_call_fetches_nothing(sites, model_server):
     site = sites({"/": page(ARTICLE)})
     outcome = run(context(model_server, public_fetcher(site.port), cancelled=True), ask())
     assert outcome.is_error and outcome.output.startswith("Cancelled")
+    assert site.hits == [] and model_server.history == []
+
+
+# -- what runs is what was approved ----------------------------------------------------------
+
+REBOUND = (
+    "Refused: svc.test resolves to 127.0.0.1, a loopback address, but it was public when "
+    "this call was prepared, so its approval did not cover a private target; "
+    "make the call again to ask for it as one"
+)
+
+
+def stored(call: PreparedCall) -> PreparedCall:
+    """The call as the database keeps it while it waits for a person, and gives it back."""
+    return PreparedCall.from_dict(json.loads(json.dumps(call.to_dict())))
+
+
+def test_a_name_that_turns_private_after_approval_is_not_fetched(sites, model_server):
+    public = sites({"/admin": page(ARTICLE)})
+    private = sites({"/admin": page("<p>router admin: the password is hunter2</p>")})
+    # The name is public when the call is prepared, and points into the LAN from then on.
+    resolver = FakeResolver(svc_test=[[PUBLIC_IP], ["127.0.0.1"]])
+    net = FakeInternet({PUBLIC_IP: public.port})
+    url = private.url("/admin", host="svc.test")
+    registry = build_registry()
+    preparing = context(None, Fetcher(resolver=resolver, dialer=net, allow_private=True))
+    call = prepare_call(registry, "c1", "web_fetch", json.dumps(ask(url)), preparing)
+    assert call.needs_approval and call.error is None
+    assert call.preview == f"GET {url}\nQuestion: What does the blue widget cost?"  # no private mark
+
+    # Approved later, and run by another worker (its own fetcher) once the name has moved.
+    running = context(model_server, Fetcher(resolver=resolver, dialer=net, allow_private=True))
+    outcome = execute_call(registry, stored(call), running)
+    assert outcome.is_error and outcome.output == REBOUND
+    assert private.hits == [] and public.hits == [] and model_server.history == []
+
+    # Asked again, the card marks the private target; approved so, it is fetched.
+    again = prepare_call(registry, "c2", "web_fetch", json.dumps(ask(url)), preparing)
+    assert again.preview.splitlines()[-1] == (
+        "Private network: svc.test resolves to 127.0.0.1, a loopback address; "
+        "allowed because tools.allow_private_network is on."
+    )
+    model_server.enqueue(Reply(text="It is the router's admin page."))
+    outcome = execute_call(registry, stored(again), running)
+    assert not outcome.is_error and outcome.output.startswith("It is the router's admin page.")
+    assert private.paths == ["/admin"]
+
+
+def test_task_agents_still_fetch_private_targets_unprompted(sites, model_server):
+    site = sites({"/": page(ARTICLE)})
+    fetcher = Fetcher(resolver=FakeResolver(intranet_test=["127.0.0.1"]), allow_private=True)
+    ctx = replace(context(model_server, fetcher), kind="task")
+    registry = build_registry()
+    call = prepare_call(registry, "c1", "web_fetch", json.dumps(ask(site.url(host="intranet.test"))), ctx)
+    assert call.error is None and call.needs_approval is False
+    model_server.enqueue(Reply(text="42 euros."))
+    outcome = execute_call(registry, stored(call), ctx)
+    assert not outcome.is_error and outcome.output.startswith("42 euros.")
+    assert site.paths == ["/"]
+
+
+@pytest.mark.parametrize(
+    "record", [None, "PRIVATE", ["private"], {"private": True}, "private\x00", "\ud800", 1]
+)
+def test_a_call_without_the_record_of_a_private_target_fetches_none(sites, model_server, record):
+    # A call stored before the record was kept, or one whose record is not "private":
+    # read the stricter way, whatever the value.
+    site = sites({"/": page(ARTICLE)})
+    fetcher = Fetcher(resolver=FakeResolver(intranet_test=["127.0.0.1"]), allow_private=True)
+    args = ask(site.url(host="intranet.test"))
+    if record is not None:
+        args["prepared_network"] = record
+    outcome = web_fetch.execute(args, context(model_server, fetcher))
+    assert outcome.is_error
+    assert outcome.output.startswith("Refused: intranet.test resolves to 127.0.0.1, a loopback address, but")
     assert site.hits == [] and model_server.history == []
 
 

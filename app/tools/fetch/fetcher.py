@@ -25,7 +25,7 @@ from app.settings import (
 )
 from app.tools.fetch.addresses import Reach
 from app.tools.fetch.errors import FetchError, RefusedError
-from app.tools.fetch.guard import Resolver, Target, check_redirect, parse_url, screen
+from app.tools.fetch.guard import Resolver, Target, check_prepared, check_redirect, parse_url, screen
 
 if TYPE_CHECKING:
     import httpcore
@@ -94,9 +94,14 @@ class Fetcher:
         """The URL's target if it may be fetched (no request is made); `RefusedError` if not."""
         return screen(parse_url(url), self.resolver, self.allow_private)
 
-    def fetch(self, url: str, should_stop: Callable[[], bool] = _never) -> Page:
-        """GET `url`, following at most `max_redirects` redirects, each screened first."""
+    def fetch(self, url: str, should_stop: Callable[[], bool] = _never, *, private_ok: bool = True) -> Page:
+        """GET `url`, following at most `max_redirects` redirects, each screened first.
+
+        `private_ok=False`: the call was prepared for a public target, so a first hop that is
+        private now is refused (`check_prepared`); its redirects into private space are
+        refused too, as a public site's always are."""
         target = self.screen(url)
+        check_prepared(target, private_ok)
         public_source = target if target.verdict.reach is Reach.PUBLIC else None
         deadline = time.monotonic() + self.total_seconds
         redirects: list[str] = []

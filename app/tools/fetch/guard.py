@@ -34,6 +34,7 @@ METADATA_NAMES = frozenset(
     }
 )
 PUBLIC_ONLY = "only public addresses may be fetched (tools.allow_private_network is off)"
+PUBLIC, PRIVATE = "public", "private"  # a target's network, as a prepared call records it
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class Target:
     @property
     def is_private(self) -> bool:
         return self.verdict.reach is Reach.PRIVATE
+
+    @property
+    def network(self) -> str:
+        """`public` or `private`: what a prepared call records, and its run is held to."""
+        return PRIVATE if self.is_private else PUBLIC
 
     def describe(self) -> str:
         """`127.0.0.1 is a loopback address`, or `db.lan resolves to 10.0.0.5, a private ... address`."""
@@ -124,6 +130,19 @@ def _check(target: Target, verdicts: list[Verdict], allow_private: bool) -> None
         raise RefusedError(
             f"Refused: {target.host} resolves to public and private addresses ({listed}); "
             "a private target must be wholly private"
+        )
+
+
+def check_prepared(target: Target, private_ok: bool) -> None:
+    """A call prepared for a public target may not fetch a private one when it runs.
+
+    The name is looked up again when the call runs, maybe long after a person approved a
+    card that said nothing of a private network (DNS rebinding in between): `private_ok`
+    is whether the call was prepared, and so shown, as private."""
+    if target.is_private and not private_ok:
+        raise RefusedError(
+            f"Refused: {target.describe()}, but it was public when this call was prepared, "
+            "so its approval did not cover a private target; make the call again to ask for it as one"
         )
 
 
