@@ -1,11 +1,15 @@
 """The schema files state the limits the handlers' prepare enforces, tied to the same constants:
 a model that keeps to a tool's schema is never refused for a bound the schema did not state.
 
-Every bound on a schema file's parameters (maximum, minimum, maxLength, maxProperties, enum,
-pattern; nested schemas aside) is listed here with the constant prepare checks against, and
-each numeric or length bound is tried at its edge and one past it, through the handler's own
-prepare. Every integer parameter is tried too: one with no stated maximum must take a very
-large value.
+Numbers' bounds, enums and patterns are schema keywords (maximum, minimum, enum, pattern;
+nested schemas aside); a string's length and an object's size are said in the parameter's
+description ("at most N characters"), never as maxLength or maxProperties: llama.cpp compiles
+every tool's schema into one grammar for the tool call, a length bound becomes a repetition,
+and past its repetition cap (2,000, less for complex rules) the grammar fails to parse, which
+fails every tool call of the request, not only that tool's. Each bound is listed here with the
+constant prepare checks against, and each numeric or length bound is tried at its edge and one
+past it, through the handler's own prepare. Every integer parameter is tried too: one with no
+stated maximum must take a very large value.
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ from app.tools.searxng import CATEGORIES
 from app.tools.tool import COORDINATOR
 from tests.unit.test_fetcher import FakeResolver
 
-BOUND_KEYWORDS = ("maximum", "minimum", "maxLength", "maxProperties", "maxItems", "enum", "pattern")
+BOUND_KEYWORDS = ("maximum", "minimum", "enum", "pattern")
+# Bounds a constrained decoder turns into repetitions (see the module's docstring): never stated.
+REPEATING_KEYWORDS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
 HUGE = 10**9  # an integer no tool should refuse unless its schema says so
 
 # (tool, parameter, keyword): the value prepare holds calls to.
@@ -58,7 +64,7 @@ BOUNDS: dict[tuple[str, str, str], int] = {
     ("diff_file", "context_lines", "minimum"): 0,  # clamped, not refused
     ("diff_file", "context_lines", "maximum"): diff_file.MAX_CONTEXT,
     ("edit_file", "near_line", "minimum"): 1,
-    ("memory", "content", "maxLength"): MEMORY_MAX_CONTENT_CHARS,
+    ("memory", "content", "maxLength"): MEMORY_MAX_CONTENT_CHARS,  # said in the description
     ("memory", "description", "maxLength"): MEMORY_MAX_DESCRIPTION_CHARS,
     ("memory", "query", "maxLength"): MEMORY_MAX_CONTENT_CHARS,
     ("memory", "limit", "minimum"): 1,
@@ -152,9 +158,28 @@ def parameter(tool: str, name: str, kind: str | None = None) -> dict[str, Any]:
 # -- the schema files against the constants ------------------------------------------------------
 
 
+DESCRIBED = ("maxLength", "maxProperties")  # BOUNDS keywords that only a description states
+UNITS = {"maxLength": "characters", "maxProperties": "of them"}
+
+
 @pytest.mark.parametrize(("tool", "name", "keyword"), sorted(BOUNDS))
 def test_a_stated_bound_is_the_constant_prepare_checks(tool, name, keyword):
-    assert parameter(tool, name).get(keyword) == BOUNDS[tool, name, keyword]
+    schema = parameter(tool, name)
+    if keyword in DESCRIBED:
+        assert keyword not in schema
+        assert f"at most {BOUNDS[tool, name, keyword]:,} {UNITS[keyword]}" in schema["description"]
+    else:
+        assert schema.get(keyword) == BOUNDS[tool, name, keyword]
+
+
+def test_no_schema_states_a_bound_a_constrained_decoder_repeats():
+    repeating = [
+        f"{tool}.{name} {keyword} ({kind or 'every kind'})"
+        for tool, name, kind, schema in stated()
+        for keyword in REPEATING_KEYWORDS
+        if keyword in schema
+    ]
+    assert repeating == []
 
 
 @pytest.mark.parametrize(("tool", "name", "kind"), sorted(ENUMS, key=str))
