@@ -94,6 +94,17 @@ ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the 
 # The reranker role: a `[models.NAME]` with `supports_rerank`, named by `[roles] reranker`.
 RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order
 RERANK_CONNECT_TIMEOUT_SECONDS = 3.0
+# `[tools] rerank_bm25` (app/reranking/retrieval.py): BM25 finds the memories, tools and skills;
+# the reranker orders only the best RERANK_BM25_POOL of them, never a whole store.
+RERANK_BM25_POOL = 25
+RERANK_QUERY_CHARS = 2_000  # the query (a user's message, a search) as the reranker gets it, at most
+RERANK_DOCUMENT_CHARS = 2_000  # one candidate's text (a memory's name, description, content), at most
+# The memory block is built at every model step of a turn: the same message and the same memories
+# are scored once per process and remembered (a failure too, more briefly, so that a reranker that
+# is down costs a step its timeout once, not at every step).
+RERANK_CACHE_ENTRIES = 256
+RERANK_CACHE_SECONDS = 600.0
+RERANK_FAILURE_CACHE_SECONDS = 60.0
 CHAT_PROVIDERS = ("openai", "anthropic")
 RERANK_PROVIDER = "rerank"  # a model definition that only reranks; it cannot hold a conversation
 ROLES = ("reranker",)
@@ -318,7 +329,9 @@ class ToolSettings:
     web_search_backend: str = "searxng"  # or "mcp:SERVER:TOOL": that MCP tool answers the queries
     rerank_web_search: bool = True  # with a reranker selected, web_search reorders its results
     rerank_instruction: str | None = None  # wraps queries for a server that applies no template
-    rerank_bm25_threshold: float = 0.0  # relevance floor (0-1) for reranked retrieval; 0: no floor
+    # with a reranker selected, memory, tool and skill retrieval is reranked: their text is sent to it
+    rerank_bm25: bool = False
+    rerank_bm25_threshold: float = 0.0  # the floor (0-1) a reranked memory needs to be injected; 0: none
     reranker: RerankerSettings | None = None  # from `[roles] reranker`, not a `[tools]` key
     mcp_call_timeout: int = DEFAULT_MCP_CALL_TIMEOUT
     notify: NotifySettings = field(default_factory=NotifySettings)  # from `[notify]`, not `[tools]`
@@ -396,6 +409,9 @@ class Settings:
             tools = replace(tools, searxng_url=_searxng_url(env[SEARXNG_URL_ENV], SEARXNG_URL_ENV))
         models = _models(config.get("models", {}), env)
         tools = replace(tools, reranker=_reranker(config.get("roles", {}), models, tools))
+        if tools.rerank_bm25 and tools.reranker is None:
+            # asked for by name, it would otherwise change nothing without a word
+            raise SettingsError('[tools] rerank_bm25 = true needs a reranker: set [roles] reranker = "MODEL"')
         tools = replace(tools, notify=_notify_settings(config.get("notify", {}), env))
         default_model = str(config.get("default_model", "default"))
         spec = env.get("TURNSTONE_MODEL")
@@ -493,8 +509,9 @@ def web_search_mcp_target(backend: str) -> tuple[str, str] | None:
 
 
 def _check_rerank_keys(tools: ToolSettings) -> None:
-    if not isinstance(tools.rerank_web_search, bool):
-        raise SettingsError("[tools] rerank_web_search must be true or false")
+    for key in ("rerank_web_search", "rerank_bm25"):
+        if not isinstance(getattr(tools, key), bool):
+            raise SettingsError(f"[tools] {key} must be true or false, not {_shown(getattr(tools, key))}")
     if tools.rerank_instruction is not None and not isinstance(tools.rerank_instruction, str):
         raise SettingsError("[tools] rerank_instruction must be a string")
     threshold = tools.rerank_bm25_threshold

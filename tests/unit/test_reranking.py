@@ -82,6 +82,16 @@ def test_no_role_means_no_reranker():
     assert Settings.from_mapping({}, {}).tools.reranker is None
 
 
+def test_reranked_retrieval_is_off_unless_asked_for_and_a_bool_when_it_is():
+    assert Settings.from_mapping(reranker_config("http://rank:8000"), {}).tools.rerank_bm25 is False
+    assert Settings.from_mapping({}, {}).tools.rerank_bm25 is False
+    config = reranker_config("http://rank:8000", rerank_bm25=True, rerank_bm25_threshold=0.4)
+    tools = Settings.from_mapping(config, {}).tools
+    assert tools.rerank_bm25 is True and tools.rerank_bm25_threshold == 0.4
+    off = Settings.from_mapping({"tools": {"rerank_bm25": False}}, {})  # off needs no reranker
+    assert off.tools.rerank_bm25 is False
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -96,6 +106,13 @@ def test_no_role_means_no_reranker():
         (lambda c: c["tools"].update(rerank_bm25_threshold=1.5), "from 0 to 1, not 1.5"),
         (lambda c: c["tools"].update(rerank_bm25_threshold="high"), "from 0 to 1, not 'high'"),
         (lambda c: c["tools"].update(rerank_web_search="yes"), "rerank_web_search must be true or false"),
+        (lambda c: c["tools"].update(rerank_bm25="yes"), "rerank_bm25 must be true or false, not 'yes'"),
+        (lambda c: c["tools"].update(rerank_bm25=1), "rerank_bm25 must be true or false, not 1"),
+        (lambda c: c["tools"].update(rerank_bm25=[True]), "rerank_bm25 must be true or false, not a list"),
+        (
+            lambda c: (c.pop("roles"), c["tools"].update(rerank_bm25=True)),
+            '[tools] rerank_bm25 = true needs a reranker: set [roles] reranker = "MODEL"',
+        ),
         (lambda c: c["tools"].update(rerank_instruction=["x"]), "rerank_instruction must be a string"),
         (lambda c: c["tools"].update(reranker="x"), "unknown key(s) reranker"),
     ],
