@@ -2,7 +2,9 @@
 
 Relevance is BM25 over each memory's name, description and content against the user's
 message with common English words left out (they would make every note look relevant).
-At most `[memory] inject_max` pass `inject_threshold`; newest first among equals.
+At most `[memory] inject_max` pass `inject_threshold`; newest first among equals. With
+`[tools] rerank_bm25`, the reranker orders BM25's matches instead, and `rerank_bm25_threshold`
+is the floor; BM25's share gate is what holds whenever the reranker gives no answer.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from app.bm25 import K1, tokens, without_punctuation
 from app.memory import store
-from app.settings import MEMORY_INJECT_CHARS
+from app.reranking import retrieval
+from app.settings import MEMORY_INJECT_CHARS, MemorySettings, ToolSettings
 from app.storage.models import Memory
 
 if TYPE_CHECKING:
@@ -26,11 +29,34 @@ STOPWORDS = frozenset(_COMMON.split())
 OPEN, CLOSE = "<memories>", "</memories>"
 
 
+def chosen(memories: list[Memory], message: str, memory: MemorySettings, tools: ToolSettings) -> list[Memory]:
+    """The memories to inject: as the reranker orders them when it is on and answers, else
+    those that pass BM25's share gate."""
+    picked = reranked(memories, message, tools, memory.inject_max)
+    if picked is not None:
+        return picked
+    return relevant(memories, message, memory.inject_threshold, memory.inject_max)
+
+
+def reranked(memories: list[Memory], message: str, tools: ToolSettings, most: int) -> list[Memory] | None:
+    """Every memory BM25 matches at all, its best ones scored by the reranker against the
+    message; those reaching `rerank_bm25_threshold`, at most `most`, best first. None when
+    reranking is off or the endpoint fails."""
+    if not retrieval.is_active(tools):
+        return None
+    terms = _terms(message)
+    if not terms or most <= 0 or not memories:
+        return []
+    found = [m for _score, m in store.ranked(memories, " ".join(sorted(terms)))]
+    order = retrieval.reranked(tools, message, found, store.document, tools.rerank_bm25_threshold)
+    return None if order is None else order[:most]
+
+
 def relevant(memories: list[Memory], message: str, threshold: float, most: int) -> list[Memory]:
     """The memories whose BM25 score, as a share of the message's whole weight (the sum of
     its words' IDFs), reaches `threshold`: a share, so that one word every memory shares
     still counts when it is all the message says, and one word among thirty does not."""
-    terms = {t for t in tokens(without_punctuation(message)) if t not in STOPWORDS}
+    terms = _terms(message)
     if not terms or most <= 0 or not memories:
         return []
     index = store.index_of(memories)
@@ -40,22 +66,25 @@ def relevant(memories: list[Memory], message: str, threshold: float, most: int) 
     return [m for score, m in ranked if score * (K1 + 1) / weight >= threshold][:most]
 
 
+def _terms(message: str) -> set[str]:
+    return {t for t in tokens(without_punctuation(message)) if t not in STOPWORDS}
+
+
 def section(ctx: PromptContext) -> str | None:
     """The block of relevant memories, or None when none is."""
     if ctx.db is None or not ctx.message:
         return None
-    settings = ctx.settings.memory
     view = store.View(ctx.workstream.owner_id, ctx.workstream.id)  # the step's own read of it
     with ctx.db.reader() as s:
         memories = store.visible(s, view)
-    chosen = relevant(memories, ctx.message, settings.inject_threshold, settings.inject_max)
-    if not chosen:
+    picked = chosen(memories, ctx.message, ctx.settings.memory, ctx.settings.tools)
+    if not picked:
         return None
     intro = (
         "Notes saved in earlier conversations (the memory tool) that look relevant to the "
         "user's message. They may be out of date; what the user says now comes first."
     )
-    return "\n".join([OPEN, intro, *(_entry(m) for m in chosen), CLOSE])
+    return "\n".join([OPEN, intro, *(_entry(m) for m in picked), CLOSE])
 
 
 def _entry(m: Memory) -> str:

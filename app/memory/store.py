@@ -19,6 +19,8 @@ from sqlmodel import Session, col, select
 
 from app.bm25 import Index, without_punctuation
 from app.memory import owners
+from app.reranking import retrieval
+from app.settings import ToolSettings
 from app.storage.database import Database
 from app.storage.models import Memory, utcnow
 
@@ -162,10 +164,22 @@ def ranked(
     return sorted(scored, key=lambda pair: -pair[0])
 
 
-def search(db: Database, view: View, query: str, limit: int, **filters: Any) -> list[Memory]:
+def document(m: Memory) -> str:
+    """A memory as a reranker reads it: name, description and content, one to a line."""
+    return "\n".join(part for part in (m.name, m.description, m.content) if part)
+
+
+def search(
+    db: Database, view: View, query: str, limit: int, tools: ToolSettings | None = None, **filters: Any
+) -> list[Memory]:
+    """The best `limit` by BM25, or, with `tools` that rerank (`[tools] rerank_bm25`), BM25's
+    best ones in the reranker's order."""
     with db.reader() as s:
         memories = visible(s, view, **filters)
-    return [m for _score, m in ranked(memories, query)[:limit]]
+    found = [m for _score, m in ranked(memories, query)]
+    if tools is not None:
+        found = retrieval.ordered(tools, query, found, document)
+    return found[:limit]
 
 
 def listed(db: Database, view: View, limit: int, **filters: Any) -> list[Memory]:

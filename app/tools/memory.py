@@ -128,7 +128,7 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if action == "delete":
         return _delete(ctx, view, args["name"], args.get("scope"))
     if action == "search":
-        found = store.search(ctx.db, view, args["query"], args["limit"], **filters)
+        found = store.search(ctx.db, view, args["query"], args["limit"], ctx.settings, **filters)
         return ToolOutcome(_listing(found) if found else f"No memories match {args['query']!r}.")
     shown = store.listed(ctx.db, view, args["limit"], **filters)
     return ToolOutcome(_listing(shown) if shown else "No memories saved yet.")
