@@ -15,7 +15,8 @@ from sqlmodel import col, select
 
 from app.bm25 import Index, without_punctuation
 from app.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
-from app.settings import SKILL_SEARCH_RESULTS
+from app.reranking import retrieval
+from app.settings import RERANK_BM25_POOL, SKILL_SEARCH_RESULTS, ToolSettings
 from app.skills.fields import render
 from app.storage.database import Database
 from app.storage.models import PromptTemplate, Workstream, utcnow
@@ -96,9 +97,11 @@ def _check_writable(row: PromptTemplate | None, name: str) -> None:
         raise ForbiddenError(f"skill {name!r} is read-only{source}: it is kept in step with its source")
 
 
-def search(db: Database, query: str, most: int = SKILL_SEARCH_RESULTS) -> list[PromptTemplate]:
-    """Enabled skills by BM25 relevance over name, description, tags and category; with no
-    query, the first `most` by name."""
+def search(
+    db: Database, query: str, most: int = SKILL_SEARCH_RESULTS, tools: ToolSettings | None = None
+) -> list[PromptTemplate]:
+    """Enabled skills by BM25 relevance over name, description, tags and category (BM25's best
+    in the reranker's order, with `tools` that rerank); with no query, the first `most` by name."""
     skills = all_skills(db, enabled_only=True)
     if not query.strip():
         return skills[:most]
@@ -106,7 +109,21 @@ def search(db: Database, query: str, most: int = SKILL_SEARCH_RESULTS) -> list[P
         (n, without_punctuation(f"{k.name} {k.description} {' '.join(k.tags)} {k.category}"))
         for n, k in enumerate(skills)
     )
-    return [skills[n] for n, _score in index.search(without_punctuation(query), most)]
+    hits = index.search(without_punctuation(query), max(most, RERANK_BM25_POOL))
+    found = [skills[n] for n, _score in hits]
+    if tools is not None:
+        found = retrieval.ordered(tools, query, found, document)
+    return found[:most]
+
+
+def document(skill: PromptTemplate) -> str:
+    """A skill as a reranker reads it: what BM25 matched, its name, description, tags and category."""
+    lines = [skill.name, skill.description]
+    if skill.tags:
+        lines.append(f"tags: {', '.join(skill.tags)}")
+    if skill.category:
+        lines.append(f"category: {skill.category}")
+    return "\n".join(line for line in lines if line)
 
 
 def default_skill(db: Database) -> PromptTemplate | None:

@@ -1,4 +1,5 @@
-"""The skill tool: `search` the enabled skills (auto-approved), `load` one (a person approves).
+"""The skill tool: `search` the enabled skills (auto-approved; reranked with `[tools]
+rerank_bm25`), `load` one (a person approves).
 
 Loading renders the skill's placeholders and stores it as the workstream's active skill;
 the system prompt carries it from the next model step on (app/skills/section.py).
@@ -60,7 +61,7 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if ctx.db is None:
         return ToolOutcome(NO_STORAGE, is_error=True)
     if args["action"] == "search":
-        found = store.search(ctx.db, args["query"], SKILL_SEARCH_RESULTS)
+        found = store.search(ctx.db, args["query"], SKILL_SEARCH_RESULTS, ctx.settings)
         if not found:
             query = args["query"]
             return ToolOutcome(f"No skills match {query!r}." if query else "No skills are available.")

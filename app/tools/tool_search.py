@@ -1,5 +1,6 @@
-"""The synthetic `tool_search` tool: BM25 over the workstream's deferred tools; what it
-finds joins the tools the model is offered, for good.
+"""The synthetic `tool_search` tool: BM25 over the workstream's deferred tools (its best
+ones reordered by the reranker with `[tools] rerank_bm25`); what it finds joins the tools
+the model is offered, for good.
 
 Offered only while the workstream's tool search runs on our side (the client tier of
 `app.tools.search_plan`). The tool set that offers it says how to find the deferred
@@ -12,6 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.bm25 import Index
+from app.reranking import retrieval
+from app.settings import RERANK_BM25_POOL
 from app.storage.models import Workstream
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.tool import Tool, ToolDefinition
@@ -49,6 +52,11 @@ def index(tools: Sequence[Tool]) -> Index[str]:
     return Index((t.name, f"{t.name} {t.definition.description}") for t in tools)
 
 
+def document(tool: Tool) -> str:
+    """A tool as a reranker reads it: its name, then its description."""
+    return f"{tool.name}\n{tool.definition.description}".strip()
+
+
 def summary(tool: Tool) -> str:
     lines = tool.definition.description.strip().splitlines()
     first = lines[0] if lines else ""
@@ -78,7 +86,9 @@ class _Handler:
         query = args["query"]
         deferred, limit = self.find(ctx)
         by_name = {t.name: t for t in deferred}
-        hits = [by_name[name] for name, _score in index(deferred).search(query, limit)]
+        matches = index(deferred).search(query, max(limit, RERANK_BM25_POOL))
+        pool = [by_name[name] for name, _score in matches]
+        hits = retrieval.ordered(ctx.settings, query, pool, document)[:limit]
         if not hits:
             return ToolOutcome(
                 f"No tool matches {query.strip()!r}; no tools were added. "

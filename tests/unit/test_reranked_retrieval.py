@@ -1,6 +1,6 @@
 """Reranked retrieval (`[tools] rerank_bm25`) against the fake reranker over real HTTP: which
 memories reach the system prompt and in what order, the floor, the fallback to BM25, the
-cache, and the order memory search answers in."""
+cache, and the order memory, tool and skill searches answer in."""
 
 from __future__ import annotations
 
@@ -26,12 +26,15 @@ from app.settings import (
 )
 from app.storage.database import Database
 from app.storage.migrate import upgrade
-from app.storage.models import Memory, Workstream
+from app.storage.models import Memory, PromptTemplate, Workstream
+from app.tools import skill
+from app.tools import tool_search as ts
 from app.tools.base import ToolContext
 from app.tools.pipeline import execute_call, prepare_call
 from app.tools.registry import build_registry
 from tests.fakes.reranker import FakeReranker
 from tests.unit.test_reranking import write_config
+from tests.unit.test_tool_search import Source
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MESSAGE = "owl nest map kestrel"  # the fake reranker reads words of four letters or more: nest, kestrel
@@ -278,3 +281,63 @@ def test_memory_search_answers_in_the_rerankers_order(db, rerank):
     rerank.fail(500)
     bm25 = listed(memory_search(db, ToolSettings(), query="kestrel owl"))
     assert listed(memory_search(db, tools, query="kestrel owl")) == bm25 and len(bm25) == 3
+
+
+TOOLS = {
+    "cal_add": "Add to a cal. Add cal entry.",
+    "schedule_meeting": "Schedule a meeting event with people.",
+    "weather_forecast": "The weather forecast for a city.",
+    "slack_post_message": "Post a message to a Slack channel.",
+}
+
+
+def tool_search(tools: ToolSettings, limit: int = 5) -> list[str]:
+    handler = ts.tool(lambda ctx: (Source(TOOLS).tools, limit)).handler
+    outcome = handler.execute({"query": "add cal meeting event"}, ToolContext("ws1", "/tmp", settings=tools))
+    return [line[2:].split(":")[0] for line in outcome.output.splitlines() if line.startswith("- ")]
+
+
+def test_tool_search_answers_in_the_rerankers_order_and_sends_name_and_description(rerank):
+    assert tool_search(ToolSettings()) == ["cal_add", "schedule_meeting"]  # BM25
+    assert rerank.requests == []
+    assert tool_search(on(rerank.url + "/rerank")) == ["schedule_meeting", "cal_add"]
+    assert tool_search(on(rerank.url + "/rerank"), limit=1) == ["schedule_meeting"]
+    (request,) = rerank.requests
+    assert request["body"]["query"] == "add cal meeting event"
+    assert request["body"]["documents"] == [
+        "cal_add\nAdd to a cal. Add cal entry.",
+        "schedule_meeting\nSchedule a meeting event with people.",
+    ]
+    rerank.fail(500)
+    retrieval.forget()
+    assert tool_search(on(rerank.url + "/rerank")) == ["cal_add", "schedule_meeting"]
+
+
+def skill_search(db: Database, tools: ToolSettings) -> list[str]:
+    outcome = skill.execute(
+        {"action": "search", "query": "add cal meeting event"},
+        ToolContext("ws1", "/tmp", settings=tools, db=db),
+    )
+    return [line[2:].split(" [")[0] for line in outcome.output.splitlines() if line.startswith("- ")]
+
+
+def test_skill_search_answers_in_the_rerankers_order_and_sends_what_bm25_matched(db, rerank):
+    with db.session() as s:
+        s.add(PromptTemplate(name="cal-add", description="Add cal add cal", content="secret body"))
+        s.add(
+            PromptTemplate(
+                name="team-sync",
+                description="Run a meeting event",
+                content="never sent",
+                tags=["meeting", "team"],
+                category="planning",
+            )
+        )
+        s.add(PromptTemplate(name="off-topic", description="Write a poem"))
+    assert skill_search(db, ToolSettings()) == ["cal-add", "team-sync"]
+    assert skill_search(db, on(rerank.url + "/rerank")) == ["team-sync", "cal-add"]
+    (request,) = rerank.requests
+    assert request["body"]["documents"] == [
+        "cal-add\nAdd cal add cal",
+        "team-sync\nRun a meeting event\ntags: meeting, team\ncategory: planning",
+    ]
