@@ -92,7 +92,7 @@ DEFAULT_WEB_SEARCH_MAX_USES = 5  # searches Anthropic may run in one reply (each
 MAX_WEB_SEARCH_MAX_USES = 50
 ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the largest preview, a PDF)
 # The reranker role: a `[models.NAME]` with `supports_rerank`, named by `[roles] reranker`.
-RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order
+RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order, retrieval BM25's
 RERANK_CONNECT_TIMEOUT_SECONDS = 3.0
 # `[tools] rerank_bm25` (app/reranking/retrieval.py): BM25 finds the memories, tools and skills;
 # the reranker orders only the best RERANK_BM25_POOL of them, never a whole store.
