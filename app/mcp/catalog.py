@@ -137,7 +137,11 @@ def build_offer(
             kept = cache[name] = (view.listing.tools, found, skipped, _digest(found))
         _, found, skipped, digest = kept
         clashes = [t for t in found if t.name in taken]  # only a hash collision across servers
-        skipped = skipped + [f"tool {t.name} clashes with another server's; skipped" for t in clashes]
+        skipped = [
+            *skipped,
+            *(f"tool {t.name} clashes with another server's; skipped" for t in clashes),
+            *(f"{m}: the server answers Method not found; nothing listed" for m in view.listing.unlisted),
+        ]
         tools.extend(t for t in found if t not in clashes)
         taken.update(t.name for t in found)
         warnings[name] = tuple(skipped)

@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
 from app.mcp.config import STDIO, ServerConfig
 from app.mcp.states import (
@@ -44,6 +44,12 @@ MAX_PAGES = 50  # a server that pages for ever is cut off here
 STDERR_TAIL_CHARS = 2000
 MIN_SECRET_CHARS = 4  # shorter env/header values are not hunted for in error text
 CLIENT_INFO = types.Implementation(name="turnstone-jobs", version="0.1")
+LISTS = (  # kind (and capability), list method, the session's call, the result's field
+    ("tools", "tools/list", "list_tools", "tools"),
+    ("resources", "resources/list", "list_resources", "resources"),
+    ("resources", "resources/templates/list", "list_resource_templates", "resource_templates"),
+    ("prompts", "prompts/list", "list_prompts", "prompts"),
+)
 
 
 class ServerConnection:
@@ -224,24 +230,40 @@ class ServerConnection:
 
     async def _discover(self, session: ClientSession, kinds: tuple[str, ...]) -> None:
         caps = session.server_capabilities
-        listing = self.listing
+        found: dict[str, list[Any]] = {}
+        unlisted = {m for kind, m, _, _ in LISTS if kind not in kinds and m in self.listing.unlisted}
+        for kind, method, call, field in LISTS:
+            if kind in kinds:
+                declared = bool(caps and getattr(caps, kind))
+                items = await self._list(getattr(session, call), method, field) if declared else []
+                if items is None:
+                    unlisted.add(method)
+                found[method] = items or []
+        changes: dict[str, Any] = {"unlisted": tuple(m for _, m, _, _ in LISTS if m in unlisted)}
         if "tools" in kinds:
-            tools = await _pages(session.list_tools, "tools") if caps and caps.tools else []
-            listing = _replace(listing, tools=tuple(tools))
+            changes["tools"] = tuple(found["tools/list"])
         if "resources" in kinds:
-            has = bool(caps and caps.resources)
-            resources = await _pages(session.list_resources, "resources") if has else []
-            templates = await _pages(session.list_resource_templates, "resource_templates") if has else []
-            listing = _replace(
-                listing,
-                resources=tuple(self._resource(r, str(r.uri)) for r in resources),
-                templates=tuple(self._resource(t, t.uri_template) for t in templates),
+            changes["resources"] = tuple(self._resource(r, str(r.uri)) for r in found["resources/list"])
+            changes["templates"] = tuple(
+                self._resource(t, t.uri_template) for t in found["resources/templates/list"]
             )
         if "prompts" in kinds:
-            prompts = await _pages(session.list_prompts, "prompts") if caps and caps.prompts else []
-            listing = _replace(listing, prompts=tuple(prompts))
-        self.listing = listing  # one assignment: readers on other threads see old or new, whole
+            changes["prompts"] = tuple(found["prompts/list"])
+        self.listing = _replace(self.listing, **changes)  # one assignment: readers see old or new, whole
         self.refreshed_at = anyio.current_time()
+
+    async def _list(self, fetch: Callable[..., Any], method: str, field: str) -> list[Any] | None:
+        """Every page of one list; None when the server does not implement it."""
+        try:
+            return await _pages(fetch, field)
+        except MCPError as exc:
+            # A server may declare a capability and leave one of its lists out (templates, most
+            # often): nothing is listed from it, the rest of the server is usable. Only -32601
+            # says so; any other error is a real failure of the listing.
+            if exc.code != METHOD_NOT_FOUND:
+                raise
+            log.warning("MCP server %s does not implement %s: nothing listed from it", self.name, method)
+            return None
 
     def _resource(self, r: Any, uri: str) -> dict[str, Any]:
         return {

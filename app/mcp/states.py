@@ -36,6 +36,8 @@ class Listing:
     resources: tuple[dict[str, Any], ...] = ()  # {uri, name, description, mimeType, server}
     templates: tuple[dict[str, Any], ...] = ()
     prompts: tuple[types.Prompt, ...] = ()
+    # list methods whose capability the server declares but that it answers "Method not found"
+    unlisted: tuple[str, ...] = ()
 
 
 class ServerGoneError(Exception):

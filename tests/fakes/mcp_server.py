@@ -1,17 +1,20 @@
 """An MCP server for tests, written with the `mcp` SDK: stdio or streamable HTTP.
 
-    python -m tests.fakes.mcp_server --control DIR [--http PORT]
+    python -m tests.fakes.mcp_server --control DIR [--http PORT] [--without METHOD ...]
 
 It offers tools (`echo`, `fail`, `big`, `crash`, `hang`, `slow_echo`, `search`), a resource,
-a resource template and a prompt, and declares `listChanged` for all three. The
-test drives it through files in DIR:
+a resource template and a prompt, and declares `listChanged` for all three. `--without`
+drops a list method's handler (the server answers it "Method not found") while still
+declaring its capability, as some servers do. The test drives it through files in DIR:
 
 - `lists.json` `{"tools": [...], "resources": [...], "prompts": [...]}`: extra names;
   the server watches the file and, when it changes, updates its lists while
   connected and sends the list_changed notifications;
 - `calls.log` gets one line per tool call it receives (what ran, and how often);
 - `cancelled.log` gets a line when a call is cancelled by the client
-  (`notifications/cancelled`).
+  (`notifications/cancelled`);
+- `faults.json` `{"tools/list": "fail" | "hang", ...}`: while a list method is named
+  there, its requests fail (an internal error) or never answer (until cancelled).
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.resources import TextResource
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INTERNAL_ERROR
+
+LIST_METHODS = ("tools/list", "resources/list", "resources/templates/list", "prompts/list")
 
 
 class FakeServer:
@@ -134,6 +141,41 @@ class FakeServer:
                 {"role": "assistant", "content": "I will review it."},
             ]
 
+    def faulty(self, method: str) -> None:
+        """`method` (a list) answers as `faults.json` says. Any list request also tells us the
+        client's session: a client that never calls a tool must still hear of list changes."""
+        lowlevel = self.server._lowlevel_server
+        entry = lowlevel.get_request_handler(method)
+        assert entry is not None
+
+        async def listing(ctx: Any, params: Any) -> Any:
+            if ctx.session not in self.sessions:
+                self.sessions.append(ctx.session)
+            path = self.control / "faults.json"
+            fault = json.loads(path.read_text()).get(method) if path.exists() else None
+            if fault == "fail":
+                raise MCPError(INTERNAL_ERROR, f"{method} is broken right now")
+            if fault == "hang":
+                self._log("faults.log", f"hang {method}")
+                try:
+                    await anyio.sleep(3600)
+                except anyio.get_cancelled_exc_class():
+                    self._log("cancelled.log", method)
+                    raise
+            return await entry.handler(ctx, params)
+
+        lowlevel.add_request_handler(method, entry.params_type, listing)
+
+    def drop(self, methods: tuple[str, ...]) -> None:
+        """Remove these methods' handlers, still declaring the capabilities they belong to."""
+        if not methods:
+            return
+        lowlevel = self.server._lowlevel_server
+        options = lowlevel.create_initialization_options()  # the capabilities, while all are there
+        lowlevel.create_initialization_options = lambda *a, **k: options  # type: ignore[method-assign]
+        for method in methods:
+            del lowlevel._request_handlers[method]
+
     def _remember(self, ctx: Context) -> None:
         if ctx.session not in self.sessions:
             self.sessions.append(ctx.session)
@@ -202,25 +244,15 @@ def _extra_prompt(name: str) -> Any:
     return prompt
 
 
-async def main(control: Path, http_port: int | None, many: int = 0) -> None:
+async def main(control: Path, http_port: int | None, many: int = 0, without: tuple[str, ...] = ()) -> None:
     fake = FakeServer(control)
     for n in range(many):  # the benchmark's servers: `many` more echo tools
         fake.server.add_tool(
             _extra_tool(f"tool_{n:03d}"), name=f"tool_{n:03d}", description=f"Bench tool {n}."
         )
-
-    # A client that never calls a tool must still hear of list changes: learn its
-    # session from the first list request it makes.
-    lowlevel = fake.server._lowlevel_server
-    entry = lowlevel.get_request_handler("tools/list")
-    assert entry is not None
-
-    async def listing(ctx: Any, params: Any) -> Any:
-        if ctx.session not in fake.sessions:
-            fake.sessions.append(ctx.session)
-        return await entry.handler(ctx, params)
-
-    lowlevel.add_request_handler("tools/list", entry.params_type, listing)
+    for method in LIST_METHODS:
+        fake.faulty(method)
+    fake.drop(without)
     async with anyio.create_task_group() as tg:
         tg.start_soon(fake.watch)
         if http_port is None:
@@ -235,6 +267,7 @@ if __name__ == "__main__":
     parser.add_argument("--control", required=True, type=Path)
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--tools", type=int, default=0, help="this many extra tools (benchmarks)")
+    parser.add_argument("--without", action="append", default=[], choices=LIST_METHODS)
     ns = parser.parse_args()
     ns.control.mkdir(parents=True, exist_ok=True)
-    anyio.run(main, ns.control, ns.http, ns.tools)
+    anyio.run(main, ns.control, ns.http, ns.tools, tuple(ns.without))

@@ -30,10 +30,12 @@ class FakeMCP:
         self.http: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
 
-    def stdio(self) -> dict[str, Any]:
+    def stdio(self, without: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The server over stdio; `without`: list methods it answers "Method not found"."""
+        dropped = [arg for method in without for arg in ("--without", method)]
         return {
             "command": sys.executable,
-            "args": ["-m", "tests.fakes.mcp_server", "--control", str(self.control)],
+            "args": ["-m", "tests.fakes.mcp_server", "--control", str(self.control), *dropped],
             "cwd": str(ROOT),
         }
 
@@ -67,6 +69,16 @@ class FakeMCP:
         (self.control / "lists.json").write_text(
             json.dumps({"tools": list(tools), "resources": list(resources), "prompts": list(prompts)})
         )
+
+    def faults(self, **methods: str) -> None:
+        """Make list methods fail or hang: `faults(tools_list="hang")`; `faults()` heals them all."""
+        wanted = {name.replace("_", "/"): fault for name, fault in methods.items()}
+        (self.control / "faults.json").write_text(json.dumps(wanted))
+
+    def hung(self) -> list[str]:
+        """The list methods that started to hang, one line per request."""
+        path = self.control / "faults.log"
+        return path.read_text().splitlines() if path.exists() else []
 
     def calls(self) -> list[str]:
         path = self.control / "calls.log"

@@ -199,6 +199,46 @@ def test_resources_and_prompts_of_the_fake(fake: FakeMCP, manage: Any) -> None:
     assert bad.error is not None and "must be strings" in bad.error
 
 
+def test_a_list_the_server_does_not_implement_is_empty_and_a_warning_the_rest_is_used(
+    fake: FakeMCP, manage: Any
+) -> None:
+    # It declares resources and prompts, but answers "Method not found" for two of their lists.
+    manager, source = manage({"fake": fake.stdio(without=("resources/templates/list", "prompts/list"))})
+    view = manager.servers()[0]
+    assert (view.state, view.last_error) == ("connected", None)
+    offered = tools(source)
+    assert run(offered["mcp__fake__echo"], {"text": "hi"}).output == "echo: hi"
+    assert run(offered["read_resource"], {"uri": "fake://readme"}).output == "Hello from the fake readme."
+    refused = offered["read_resource"].handler.prepare({"uri": "fake://items/abc"}, ctx())
+    assert refused.error is not None and "no connected MCP server offers" in refused.error
+    assert "use_prompt" not in offered
+    warned = [
+        "resources/templates/list: the server answers Method not found; nothing listed",
+        "prompts/list: the server answers Method not found; nothing listed",
+    ]
+    assert list(source.offer().warnings["fake"]) == warned
+    fake.lists(tools=["added"], resources=["notes"])  # a refresh of both lists keeps the warnings
+    assert manager.wait_for(
+        lambda: any(r["uri"] == "fake://extra/notes" for r in source.offer().resources), 10
+    )
+    assert manager.wait_for(lambda: "mcp__fake__added" in tools(source), 10)
+    assert list(source.offer().warnings["fake"]) == warned
+
+
+def test_a_list_that_fails_at_connect_fails_the_connection_until_it_answers(
+    fake: FakeMCP, manage: Any
+) -> None:
+    fake.faults(resources_templates_list="fail")  # a real error, not "Method not found"
+    manager, source = manage({"fake": fake.stdio()})
+    assert manager.wait_for(
+        lambda: "resources/templates/list is broken right now" in (manager.servers()[0].last_error or ""), 10
+    )
+    assert not tools(source)
+    fake.faults()
+    assert manager.wait_for(lambda: "mcp__fake__echo" in tools(source), 20)  # the backoff retried it
+    assert manager.servers()[0].last_error is None
+
+
 def test_server_everything_over_stdio_and_http_and_mcp_server_time(manage: Any) -> None:
     proc, http = start_everything_http()
     try:
