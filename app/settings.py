@@ -195,6 +195,7 @@ MCP_CONFIG_ENV = "TURNSTONE_MCP_CONFIG"
 DEFAULT_MCP_CALL_TIMEOUT = 120  # seconds, one tools/call (resources/read, prompts/get too)
 DEFAULT_MCP_HEALTH_SECONDS = 10.0  # a connected server is pinged this often; a dead one found
 MCP_CONNECT_SECONDS = 30.0  # start, initialize and first discovery, at most
+MCP_REQUEST_SECONDS = 30.0  # a later refresh's list requests, and a health ping, at most
 MCP_DEBOUNCE_SECONDS = 0.2  # list_changed pushes this close together make one refresh
 MCP_BACKOFF_FIRST_SECONDS = 1.0  # reconnect delay after a failure, doubled each time, +-20%
 MCP_BACKOFF_MAX_SECONDS = 60.0

@@ -208,25 +208,45 @@ class ServerConnection:
                 if self._dead:
                     raise ServerGoneError("the connection broke")
                 return
-            if self._pending:
+            if tick.cancelled_caught:
+                await self._ping(session)  # even while a failed refresh waits: a hung server is found
+            elif self._pending:
                 await anyio.sleep(self.timing.debounce_seconds)
+            if self._pending:
                 await self._refresh(session)
-            elif tick.cancelled_caught:
-                with anyio.fail_after(self.timing.connect_seconds):
-                    await session.send_ping()
+
+    async def _ping(self, session: ClientSession) -> None:
+        try:
+            with anyio.fail_after(self.timing.request_seconds):
+                await session.send_ping()
+        except TimeoutError:
+            raise ServerGoneError(f"no answer to a ping within {self.timing.request_seconds:g} s") from None
 
     async def _refresh(self, session: ClientSession) -> None:
+        """Rediscover the pending kinds. A failure (an error, or no answer within the time limit)
+        keeps the old lists and the kinds pending: the next health tick pings, then retries."""
         kinds, self._pending = tuple(self._pending), set()
         try:
-            await self._discover(session, kinds)
+            with anyio.fail_after(self.timing.request_seconds):
+                await self._discover(session, kinds)
+        except TimeoutError:
+            self._refresh_failed(kinds, f"no answer within {self.timing.request_seconds:g} s")
+            return
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise
-            self._pending |= set(kinds)  # retried on the next health tick
-            self.last_error = f"refresh failed: {exc}"
-            log.warning("MCP server %s: refreshing %s failed: %s", self.name, ", ".join(kinds), exc)
+            self._refresh_failed(kinds, str(exc))
             return
+        self.last_error = None
         self._on_change()
+
+    def _refresh_failed(self, kinds: tuple[str, ...], why: str) -> None:
+        self._pending |= set(kinds)
+        error = self._redacted(f"refresh failed: {why}")
+        log.warning("MCP server %s: refreshing %s failed: %s", self.name, ", ".join(kinds), error)
+        if error != self.last_error:
+            self.last_error = error
+            self._on_change()
 
     async def _discover(self, session: ClientSession, kinds: tuple[str, ...]) -> None:
         caps = session.server_capabilities

@@ -30,6 +30,7 @@ from app.settings import (
     MCP_BACKOFF_MAX_SECONDS,
     MCP_CONNECT_SECONDS,
     MCP_DEBOUNCE_SECONDS,
+    MCP_REQUEST_SECONDS,
     Settings,
 )
 from app.storage.database import Database
@@ -156,6 +157,7 @@ def announce(client: redis.Redis, op: str, server: str | None = None) -> int:
 def timing(settings: Settings) -> Timing:
     return Timing(
         connect_seconds=MCP_CONNECT_SECONDS,
+        request_seconds=MCP_REQUEST_SECONDS,
         health_seconds=settings.mcp_health_seconds,
         debounce_seconds=MCP_DEBOUNCE_SECONDS,
         backoff_first_seconds=MCP_BACKOFF_FIRST_SECONDS,

@@ -22,6 +22,7 @@ class Timing:
     """The supervisor's clock; `app.settings` has the defaults."""
 
     connect_seconds: float = 30.0
+    request_seconds: float = 30.0
     health_seconds: float = 10.0
     debounce_seconds: float = 0.2
     backoff_first_seconds: float = 1.0

@@ -14,7 +14,9 @@ declaring its capability, as some servers do. The test drives it through files i
 - `cancelled.log` gets a line when a call is cancelled by the client
   (`notifications/cancelled`);
 - `faults.json` `{"tools/list": "fail" | "hang", ...}`: while a list method is named
-  there, its requests fail (an internal error) or never answer (until cancelled).
+  there, its requests fail (an internal error) or never answer (until cancelled);
+  `faults.log` gets a line when one starts to hang;
+- `pid` holds the process id of the server that started last.
 """
 
 from __future__ import annotations
@@ -246,6 +248,8 @@ def _extra_prompt(name: str) -> Any:
 
 async def main(control: Path, http_port: int | None, many: int = 0, without: tuple[str, ...] = ()) -> None:
     fake = FakeServer(control)
+    (control / "pid.new").write_text(str(os.getpid()))
+    (control / "pid.new").replace(control / "pid")  # never seen half written
     for n in range(many):  # the benchmark's servers: `many` more echo tools
         fake.server.add_tool(
             _extra_tool(f"tool_{n:03d}"), name=f"tool_{n:03d}", description=f"Bench tool {n}."

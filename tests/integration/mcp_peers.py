@@ -80,6 +80,10 @@ class FakeMCP:
         path = self.control / "faults.log"
         return path.read_text().splitlines() if path.exists() else []
 
+    def pid(self) -> int:
+        """The process id of the server that started last."""
+        return int((self.control / "pid").read_text())
+
     def calls(self) -> list[str]:
         path = self.control / "calls.log"
         return path.read_text().splitlines() if path.exists() else []

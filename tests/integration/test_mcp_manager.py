@@ -3,6 +3,9 @@ server-everything (npm) and mcp-server-time (PyPI). No mocks: real subprocesses,
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -37,9 +40,11 @@ def fake(tmp_path: Path) -> Iterator[FakeMCP]:
 def manage() -> Iterator[Any]:
     managers: list[MCPManager] = []
 
-    def _manage(servers: dict[str, dict[str, Any]]) -> tuple[MCPManager, MCPToolSource]:
+    def _manage(
+        servers: dict[str, dict[str, Any]], timing: Timing = FAST
+    ) -> tuple[MCPManager, MCPToolSource]:
         configs = {name: parse_server(name, entry, "config") for name, entry in servers.items()}
-        manager = MCPManager(configs, FAST).start()
+        manager = MCPManager(configs, timing).start()
         managers.append(manager)
         assert manager.wait_settled(30)
         registry = build_registry()
@@ -237,6 +242,58 @@ def test_a_list_that_fails_at_connect_fails_the_connection_until_it_answers(
     fake.faults()
     assert manager.wait_for(lambda: "mcp__fake__echo" in tools(source), 20)  # the backoff retried it
     assert manager.servers()[0].last_error is None
+
+
+def test_a_failed_refresh_is_retried_on_the_health_tick_and_its_error_goes(
+    fake: FakeMCP, manage: Any
+) -> None:
+    manager, source = manage({"fake": fake.stdio()})
+    fake.faults(tools_list="fail")
+    fake.lists(tools=["added"])
+    assert manager.wait_for(
+        lambda: manager.servers()[0].last_error == "refresh failed: tools/list is broken right now", 10
+    )
+    assert manager.servers()[0].state == "connected" and "mcp__fake__echo" in tools(source)  # old list kept
+    fake.faults()
+    assert manager.wait_for(
+        lambda: "mcp__fake__added" in tools(source) and manager.servers()[0].last_error is None, 10
+    ), manager.servers()[0].last_error
+
+
+def test_a_refresh_that_never_answers_times_out_and_is_retried(fake: FakeMCP, manage: Any) -> None:
+    manager, source = manage({"fake": fake.stdio()}, replace(FAST, request_seconds=2))
+    fake.faults(tools_list="hang")
+    fake.lists(tools=["added"])
+    assert manager.wait_for(
+        lambda: manager.servers()[0].last_error == "refresh failed: no answer within 2 s", 10
+    ), fake.hung()
+    assert manager.servers()[0].state == "connected"
+    assert run(tools(source)["mcp__fake__echo"], {"text": "still here"}).output == "echo: still here"
+    assert manager.wait_for(lambda: "tools/list" in fake.cancelled(), 5)  # cancelled on the server too
+    fake.faults()
+    manager.refresh("fake")  # or the next health tick: either retries
+    assert manager.wait_for(
+        lambda: "mcp__fake__added" in tools(source) and manager.servers()[0].last_error is None, 10
+    ), manager.servers()[0].last_error
+
+
+def test_a_server_that_stops_answering_while_a_refresh_fails_is_reconnected(
+    fake: FakeMCP, manage: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager, source = manage({"fake": fake.stdio()}, replace(FAST, request_seconds=2))
+    fake.faults(tools_list="hang")
+    fake.lists(tools=["added"])
+    assert manager.wait_for(lambda: "refresh failed" in (manager.servers()[0].last_error or ""), 10)
+    stopped = fake.pid()
+    os.kill(stopped, signal.SIGSTOP)  # now it answers nothing, not even a ping
+    try:
+        fake.faults()
+        assert manager.wait_for(lambda: "mcp__fake__added" in tools(source), 30), manager.servers()[0]
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the SDK killed it when it reconnected
+            os.kill(stopped, signal.SIGKILL)
+    assert fake.pid() != stopped and manager.servers()[0].last_error is None
+    assert "MCP server fake: no answer to a ping within 2 s" in caplog.messages
 
 
 def test_server_everything_over_stdio_and_http_and_mcp_server_time(manage: Any) -> None:
