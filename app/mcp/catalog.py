@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from app.mcp import uri_templates
 from app.mcp.handler import MCPToolHandler
 from app.mcp.manager import MCPManager, ServerView
 from app.mcp.names import full_name, model_name
@@ -89,7 +89,7 @@ class MCPToolSource:
         """The connected server that lists `uri`, or whose template matches it."""
         resources = self.offer().resources
         exact = next((r["server"] for r in resources if r["uri"] == uri), None)
-        return exact or next((r["server"] for r in resources if _matches(r["uri"], uri)), None)
+        return exact or next((r["server"] for r in resources if uri_templates.matches(r["uri"], uri)), None)
 
     def prompts(self) -> dict[str, dict[str, Any]]:
         return {p["name"]: p for p in self.offer().prompts}
@@ -214,13 +214,3 @@ def _digest(tools: list[Tool]) -> str:
         d = t.definition
         digest.update(json.dumps([d.name, d.description, d.parameters], sort_keys=True).encode())
     return digest.hexdigest()
-
-
-def _matches(template: str, uri: str) -> bool:
-    """A URI template (`db://tables/{table}`, RFC 6570 level 1) matches `uri`."""
-    if "{" not in template:
-        return False
-    pattern = "".join(
-        "[^/]+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]*\})", template)
-    )
-    return re.fullmatch(pattern, uri) is not None

@@ -2,10 +2,11 @@
 
     python -m tests.fakes.mcp_server --control DIR [--http PORT] [--without METHOD ...]
 
-It offers tools (`echo`, `fail`, `big`, `crash`, `hang`, `slow_echo`, `search`), a resource,
-a resource template and a prompt, and declares `listChanged` for all three. `--without`
-drops a list method's handler (the server answers it "Method not found") while still
-declaring its capability, as some servers do. The test drives it through files in DIR:
+It offers tools (`echo`, `fail`, `big`, `crash`, `hang`, `slow_echo`, `search`), two
+resources, two resource templates (`fake://items/{item}`, `fake://files{/path*}`) and a
+prompt, and declares `listChanged` for all three. `--without` drops a list method's
+handler (the server answers it "Method not found") while still declaring its
+capability, as some servers do. The test drives it through files in DIR:
 
 - `lists.json` `{"tools": [...], "resources": [...], "prompts": [...]}`: extra names;
   the server watches the file and, when it changes, updates its lists while
@@ -135,6 +136,10 @@ class FakeServer:
         @server.resource("fake://items/{item}", name="item", description="One item by name")
         def item(item: str) -> str:
             return f"item {item}"
+
+        @server.resource("fake://files{/path*}", name="file", description="A file by its path")
+        def file(path: list[str]) -> str:
+            return f"file {'/'.join(path)}"
 
         @server.prompt(description="Review some code")
         def review(code: str, language: str = "python") -> list[dict[str, Any]]:

@@ -197,6 +197,10 @@ def test_resources_and_prompts_of_the_fake(fake: FakeMCP, manage: Any) -> None:
     blob = run(read, {"uri": "fake://blob"})
     assert "base64" in blob.output and "AAECYmluYXJ5" in blob.output
     assert run(read, {"uri": "fake://items/abc"}).output == "item abc"  # through its template
+    # fake://files{/path*}: an RFC 6570 path expansion, any number of /segments
+    assert read.handler.prepare({"uri": "fake://files/docs/notes.md"}, ctx()).error is None
+    assert run(read, {"uri": "fake://files/docs/notes.md"}).output == "file docs/notes.md"
+    assert read.handler.prepare({"uri": "fake://filesdocs"}, ctx()).error is not None
     assert read.handler.prepare({"uri": "nowhere://x"}, ctx()).error is not None
     expanded = run(use, {"name": "mcp__fake__review", "arguments": {"code": "x = 1"}})
     assert expanded.output == "[user]: Review this python code:\nx = 1\n\n[assistant]: I will review it."
