@@ -16,16 +16,18 @@ from sqlmodel import col, select
 
 from app.storage.database import Database
 from app.storage.models import PromptTemplate, utcnow
+from app.storage.types import storable
 
 log = logging.getLogger(__name__)
 
 ORIGIN_MCP = "mcp"
+MAX_NAME_CHARS: int = PromptTemplate.__table__.c.name.type.length  # type: ignore[attr-defined]
 
 
 def sync(db: Database, prompts: Iterable[dict[str, Any]], connected: set[str], configured: set[str]) -> None:
     """Make the `mcp` rows match `prompts` for the `connected` servers; drop the rows of servers
     no longer `configured`. A disconnected server's rows stay until it says otherwise."""
-    offered = {p["name"]: p for p in prompts if p["server"] in connected}
+    offered = {p["name"]: p for p in prompts if p["server"] in connected and _is_storable(p)}
     try:
         with db.session() as s:
             rows = {r.name: r for r in s.exec(select(PromptTemplate)).all()}
@@ -41,6 +43,20 @@ def sync(db: Database, prompts: Iterable[dict[str, Any]], connected: set[str], c
                 s.exec(delete(PromptTemplate).where(col(PromptTemplate.id).in_(gone)))
     except IntegrityError:  # another worker inserted the same prompt first: its row stands
         log.info("MCP prompt sync raced another worker; the next change syncs again")
+
+
+def _is_storable(prompt: dict[str, Any]) -> bool:
+    """Whether the prompt's name fits a skill's name; one that does not is skipped, not the sync
+    (one transaction for every server: PostgreSQL would refuse it whole, on every try)."""
+    name = prompt["name"]
+    if len(name) > MAX_NAME_CHARS:
+        why = f"its name is {len(name)} characters, a skill's at most {MAX_NAME_CHARS}"
+    elif storable(name) != name:
+        why = "its name has a character the database cannot store (NUL, a lone surrogate)"
+    else:
+        return True
+    log.warning("MCP prompt %.120r of server %s is not synced as a skill: %s", name, prompt["server"], why)
+    return False
 
 
 def _upsert(s: Any, row: PromptTemplate | None, prompt: dict[str, Any]) -> None:
