@@ -170,11 +170,10 @@ def _tools(view: ServerView, manager: MCPManager) -> tuple[list[Tool], list[str]
         if name in taken:
             skipped.append(f"tool {mcp_tool.name!r} maps to {name}, already taken by {taken[name]}; skipped")
             continue
-        schema = mcp_tool.input_schema
         definition = MCPToolDefinition(
             name=name,
             description=f"[MCP: {server}] {mcp_tool.description or mcp_tool.name}",
-            parameters=schema if isinstance(schema, dict) else {},
+            parameters=_parameters(mcp_tool.input_schema),
             meta={"task_agent": True, "mcp_server": server, "mcp_tool": mcp_tool.name},
         )
         if problem := _unusable(definition):
@@ -183,6 +182,15 @@ def _tools(view: ServerView, manager: MCPManager) -> tuple[list[Tool], list[str]
         taken[name] = full_name(server, mcp_tool.name)
         out.append(Tool(definition, MCPToolHandler(manager, server, mcp_tool.name), SOURCE_NAME))
     return out, skipped
+
+
+def _parameters(schema: Any) -> Any:
+    """The inputSchema as function calling needs it. One without a `type` (`{}`, or only
+    `properties`) describes the arguments object anyway: it becomes an object schema. One of
+    another type is left as it is, and refused."""
+    if isinstance(schema, dict) and "type" not in schema:
+        return {"type": "object", "properties": {}, **schema}
+    return schema
 
 
 def _unusable(definition: ToolDefinition) -> str | None:

@@ -65,6 +65,21 @@ def test_a_clash_and_an_unusable_schema_are_skipped_with_a_warning() -> None:
     assert any("'arr'" in w and "type object" in w for w in warnings)
 
 
+def test_a_schema_without_a_type_becomes_an_object_schema_another_type_is_refused() -> None:
+    typeless = {"properties": {"q": {"type": "string"}}, "required": ["q"]}
+    schemas = {"empty": {}, "typeless": typeless, "text": {"type": "string"}, "odd": {"properties": [1]}}
+    listed = tuple(types.Tool(name=n, description=n, input_schema=s) for n, s in schemas.items())
+    offer = build_offer([view("s", tools=listed)], MANAGER)
+    offered = {t.name: t.schema("interactive", "/tmp", None)["function"] for t in offer.catalog.tools}
+    assert offered["mcp__s__empty"]["parameters"] == {"type": "object", "properties": {}}
+    assert offered["mcp__s__typeless"]["parameters"] == {"type": "object", **typeless}
+    assert set(offered) == {"mcp__s__empty", "mcp__s__typeless"}
+    assert offer.warnings["s"] == (
+        "tool 'text': tool mcp__s__text: parameters must be a JSON schema of type object; skipped",
+        "tool 'odd': tool mcp__s__odd: parameters.properties must be an object; skipped",
+    )
+
+
 def test_the_version_follows_the_definitions_only() -> None:
     one = build_offer([view("s", tools=(tool("a"),))], MANAGER).catalog.version
     again = build_offer([view("s", tools=(tool("a"),))], MCPManager({})).catalog.version
