@@ -20,7 +20,7 @@ class Handler:
 
     def prepare(self, args: dict[str, Any], ctx: ToolContext) -> Preparation:
         name = args.get("name")
-        given = args.get("arguments", {})
+        given = {} if args.get("arguments") is None else args["arguments"]  # null: no arguments
         if not isinstance(name, str) or not name:
             return Preparation(
                 args, "use_prompt", error="Error: use_prompt needs 'name', such as mcp__server__prompt"

@@ -206,6 +206,8 @@ def test_resources_and_prompts_of_the_fake(fake: FakeMCP, manage: Any) -> None:
     assert expanded.output == "[user]: Review this python code:\nx = 1\n\n[assistant]: I will review it."
     bad = use.handler.prepare({"name": "mcp__fake__review", "arguments": {"code": 3}}, ctx())
     assert bad.error is not None and "must be strings" in bad.error
+    none = use.handler.prepare({"name": "mcp__fake__review", "arguments": None}, ctx())
+    assert none.error == "Error: use_prompt mcp__fake__review: missing required argument(s): code"
 
 
 def test_a_list_the_server_does_not_implement_is_empty_and_a_warning_the_rest_is_used(
