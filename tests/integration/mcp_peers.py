@@ -73,7 +73,8 @@ class FakeMCP:
     def faults(self, **methods: str) -> None:
         """Make list methods fail or hang: `faults(tools_list="hang")`; `faults()` heals them all."""
         wanted = {name.replace("_", "/"): fault for name, fault in methods.items()}
-        (self.control / "faults.json").write_text(json.dumps(wanted))
+        (self.control / "faults.new").write_text(json.dumps(wanted))
+        (self.control / "faults.new").replace(self.control / "faults.json")  # read whole or not at all
 
     def hung(self) -> list[str]:
         """The list methods that started to hang, one line per request."""
