@@ -145,13 +145,16 @@ class MCPService:
         if message.get("op") == "reload":
             self.reload()
         elif message.get("op") == "refresh":
-            # a connected server rediscovers; a disconnected one is reconnected (then rediscovers)
-            self.manager.refresh(message.get("server"))
+            # a connected server rediscovers, or with `reconnect` is connected anew; a
+            # disconnected one is reconnected (then rediscovers)
+            self.manager.refresh(message.get("server"), reconnect=message.get("reconnect") is True)
 
 
-def announce(client: redis.Redis, op: str, server: str | None = None) -> int:
-    """Tell every worker: `reload` the definitions, or `refresh` one server (or all). How many heard."""
-    return int(client.publish(status.CONTROL_CHANNEL, json.dumps({"op": op, "server": server})))
+def announce(client: redis.Redis, op: str, server: str | None = None, reconnect: bool = False) -> int:
+    """Tell every worker: `reload` the definitions, or `refresh` one server (or all), connecting
+    it anew with `reconnect`. How many heard."""
+    message = {"op": op, "server": server, "reconnect": reconnect}
+    return int(client.publish(status.CONTROL_CHANNEL, json.dumps(message)))
 
 
 def timing(settings: Settings) -> Timing:

@@ -14,7 +14,7 @@ from app.mcp import status, store
 from app.mcp.config import ORIGIN_DB, ServerConfig, ServerConfigError, parse_server
 from app.mcp.service import announce
 from app.runtime import Runtime
-from app.web.requests import json_body
+from app.web.requests import field, json_body
 
 mcp_api = Blueprint("mcp_api", __name__, url_prefix="/v1/api/mcp")
 
@@ -99,8 +99,11 @@ def refresh() -> Any:
         if not isinstance(server, str):
             raise BadRequestError("server: must be a server name", field="server")
         _existing(server)
-    heard = announce(_rt().redis, "refresh", server)
-    return jsonify(refreshing=server or "all", workers=heard), 202
+    # reconnect: close the connection and start it again even where it is up (a server that
+    # answers but misbehaves); without it a connected server only lists everything again.
+    reconnect = field(body, "reconnect", bool, default=False)
+    heard = announce(_rt().redis, "refresh", server, reconnect=reconnect)
+    return jsonify(refreshing=server or "all", reconnect=reconnect, workers=heard), 202
 
 
 def _definition(body: dict[str, Any]) -> dict[str, Any]:

@@ -301,6 +301,23 @@ def test_refresh_reconnects_and_errors_are_reported(services: Services, api: Api
     assert api.http.delete("/v1/api/mcp/servers/broken").status_code == 204
 
 
+def test_an_admin_can_have_a_connected_server_connected_anew(services: Services, api: Api) -> None:
+    connected(api, SERVERS)
+    fake = FAKES[services.base_url]
+    before = fake.pid()
+    r = api.http.post("/v1/api/mcp/refresh", json={"server": "fake", "reconnect": True})
+    assert r.status_code == 202 and r.json() == {"refreshing": "fake", "reconnect": True, "workers": 1}
+    # a new session, so a new server process (stdio), connected again with its tools
+    wait_until(lambda: fake.pid() != before, timeout=30, what="a new fake server process")
+    connected(api, SERVERS)
+    assert "mcp__fake__echo" in servers(api)["fake"]["tools"]
+    plain = api.http.post("/v1/api/mcp/refresh", json={"server": "fake"}).json()
+    assert plain["reconnect"] is False
+    for bad in ("yes", 1, "\u0000", [True], {"x": 1}):  # null is leaving it out
+        refused = api.http.post("/v1/api/mcp/refresh", json={"server": "fake", "reconnect": bad})
+        assert refused.status_code == 400 and refused.json()["field"] == "reconnect", (bad, refused.text)
+
+
 def test_prompts_are_synced_as_read_only_skills(services: Services, api: Api) -> None:
     connected(api, SERVERS)
     engine = create_engine(services.db.url)
