@@ -187,10 +187,54 @@ def _tools(view: ServerView, manager: MCPManager) -> tuple[list[Tool], list[str]
 def _parameters(schema: Any) -> Any:
     """The inputSchema as function calling needs it. One without a `type` (`{}`, or only
     `properties`) describes the arguments object anyway: it becomes an object schema. One of
-    another type is left as it is, and refused."""
+    another type is left as it is, and refused. Sizes are said in words (`_in_words`)."""
     if isinstance(schema, dict) and "type" not in schema:
-        return {"type": "object", "properties": {}, **schema}
-    return schema
+        schema = {"type": "object", "properties": {}, **schema}
+    return _in_words(schema)
+
+
+# Bounds a constrained decoder turns into repetitions, and the words that say them instead.
+_REPEATING = {
+    "maxLength": ("at most", "character"),
+    "minLength": ("at least", "character"),
+    "maxItems": ("at most", "item"),
+    "minItems": ("at least", "item"),
+    "maxProperties": ("at most", "entry"),
+    "minProperties": ("at least", "entry"),
+}
+_MAX_SCHEMA_DEPTH = 64  # deeper than any real schema; below it a schema is left as it is
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_DATA = frozenset({"description", "title", "enum", "const", "default", "examples", "required"})
+
+
+def _in_words(schema: Any, depth: int = 0) -> Any:
+    """`schema` with its length and size bounds moved into the descriptions. llama.cpp turns
+    every offered tool's schema into one grammar for the tool call, where such a bound becomes
+    a repetition; past its cap (2,000, less for complex rules) the grammar does not parse and
+    every tool call of the request fails, whichever server's tool carried it. The server still
+    checks its arguments, and the model still reads the bound."""
+    if depth > _MAX_SCHEMA_DEPTH or not isinstance(schema, dict):
+        return schema
+    kept: dict[str, Any] = {}
+    said: list[str] = []
+    for key, value in schema.items():
+        if key in _REPEATING and isinstance(value, int) and not isinstance(value, bool):
+            bound, unit = _REPEATING[key]
+            plural = unit if value == 1 else ("entries" if unit == "entry" else unit + "s")
+            said.append(f"{bound} {value:,} {plural}")
+        elif key in _NAMED_SCHEMAS and isinstance(value, dict):  # names, each a schema
+            kept[key] = {name: _in_words(sub, depth + 1) for name, sub in value.items()}
+        elif key in _DATA:
+            kept[key] = value
+        elif isinstance(value, list):  # allOf, anyOf, oneOf, prefixItems
+            kept[key] = [_in_words(sub, depth + 1) for sub in value]
+        else:  # items, additionalProperties, not, if / then / else, ...; a plain value as it is
+            kept[key] = _in_words(value, depth + 1)
+    if said:
+        words = "; ".join(said)
+        described = kept.get("description")
+        kept["description"] = f"{described} ({words})" if isinstance(described, str) and described else words
+    return kept
 
 
 def _unusable(definition: ToolDefinition) -> str | None:

@@ -3,6 +3,7 @@ the system prompt's MCP sections and the approval labels."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import mcp_types as types
@@ -78,6 +79,34 @@ def test_a_schema_without_a_type_becomes_an_object_schema_another_type_is_refuse
         "tool 'text': tool mcp__s__text: parameters must be a JSON schema of type object; skipped",
         "tool 'odd': tool mcp__s__odd: parameters.properties must be an object; skipped",
     )
+
+
+def test_length_and_size_bounds_are_said_in_words_not_as_repetitions_a_grammar_must_expand() -> None:
+    # llama.cpp compiles all offered tools into one tool-call grammar; a maxLength of 65,536 in
+    # one server's tool would fail every tool call of the request there.
+    schema = {
+        "type": "object",
+        "properties": {
+            "script": {"type": "string", "maxLength": 65536, "description": "The script"},
+            "tags": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 10},
+            "either": {"anyOf": [{"type": "string", "maxLength": 5000}, {"type": "null"}]},
+            "maxLength": {"type": "integer", "default": {"maxLength": 3}},  # a parameter so named
+        },
+        "required": ["script"],
+        "maxProperties": 4,
+    }
+    offer = build_offer([view("s", tools=(tool("run", schema),))], MANAGER)
+    [offered] = [t.schema("interactive", "/tmp", None)["function"]["parameters"] for t in offer.catalog.tools]
+    text = json.dumps(offered)
+    for keyword in ("minLength", "maxItems", "maxProperties"):
+        assert keyword not in text
+    props = offered["properties"]
+    assert props["script"] == {"type": "string", "description": "The script (at most 65,536 characters)"}
+    assert props["tags"]["description"] == "at most 10 items"
+    assert props["tags"]["items"]["description"] == "at least 1 character"
+    assert props["either"]["anyOf"][0] == {"type": "string", "description": "at most 5,000 characters"}
+    assert props["maxLength"] == {"type": "integer", "default": {"maxLength": 3}}
+    assert offered["description"] == "at most 4 entries" and offered["required"] == ["script"]
 
 
 def test_the_version_follows_the_definitions_only() -> None:
