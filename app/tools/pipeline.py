@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -70,11 +71,12 @@ class ArgumentsError(ValueError):
 def parse_arguments(raw: str | None, primary_key: str | None) -> dict[str, Any]:
     """The argument object from the model's raw text.
 
-    A bare string that is not JSON (`ls -la`), a JSON string, or a bare word
-    that JSON reads as a number, boolean or null (`bash("true")`,
-    `search("404")`) becomes `{primary_key: string}`. Text that tries to be an
-    object or array but is broken cannot be rescued that way: it would become
-    a wrong argument.
+    A bare string that is not JSON (`ls -la`, `[ -f x ] && echo yes`, `[0-9]+ errors`),
+    a JSON string, or a bare word that JSON reads as a number, boolean or null
+    (`bash("true")`, `search("404")`) becomes `{primary_key: string}`. Text that
+    fails to parse and starts like a JSON object with a quoted key (`{"command": "ls`)
+    was meant as arguments and is broken: taken as a bare string it would become a
+    wrong argument, so it is refused; a complete object followed by stray text is kept.
     """
     text = (raw or "").strip()
     if not text:
@@ -84,7 +86,7 @@ def parse_arguments(raw: str | None, primary_key: str | None) -> dict[str, Any]:
     except RecursionError:
         raise ArgumentsError("arguments are nested too deeply") from None
     except json.JSONDecodeError as exc:
-        if text[0] in "{[":
+        if is_object_attempt(text):
             value = _leading_object(text, exc)
         elif primary_key is None:
             raise ArgumentsError("arguments must be a JSON object") from None
@@ -99,14 +101,30 @@ def parse_arguments(raw: str | None, primary_key: str | None) -> dict[str, Any]:
     return value
 
 
-def _leading_object(text: str, error: json.JSONDecodeError) -> Any:
+# `{` (or `[{`, a list of them) and then a quoted key and its colon, or the end of the
+# text (cut off there or inside the key). Bash's `{ echo a; }` and `[ -f x ]`, or a
+# regex's `[0-9]` and `["']`, have no such key. Linear: no part of it can backtrack.
+_OBJECT_START = re.compile(
+    r"""\[?\s*\{\s*(?:\Z|"(?:[^"\\]|\\.)*(?:\\?\Z|"\s*(?::|\Z))|'[^'\n]*(?:\Z|'\s*(?::|\Z)))"""
+)
+
+
+def is_object_attempt(text: str) -> bool:
+    """Whether `text` (stripped) starts like a JSON object: `{`, then a quoted key and its
+    colon, or the end of the text before them."""
+    return _OBJECT_START.match(text) is not None
+
+
+def _leading_object(text: str, error: json.JSONDecodeError) -> dict[str, Any]:
     # Models sometimes add a stray brace or a remark after a complete object.
     try:
         value, _end = json.JSONDecoder().raw_decode(text)
     except RecursionError:
         raise ArgumentsError("arguments are nested too deeply") from None
     except json.JSONDecodeError:
-        raise ArgumentsError(f"arguments are not valid JSON ({error}); send one JSON object") from None
+        value = None
+    if not isinstance(value, dict):
+        raise ArgumentsError(f"arguments are not valid JSON ({error}); send one JSON object")
     return value
 
 

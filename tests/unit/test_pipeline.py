@@ -11,7 +11,14 @@ import pytest
 from app.settings import ToolSettings
 from app.tools import images
 from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.pipeline import PreparedCall, execute_call, prepare_call, run_calls
+from app.tools.pipeline import (
+    ArgumentsError,
+    PreparedCall,
+    execute_call,
+    parse_arguments,
+    prepare_call,
+    run_calls,
+)
 from app.tools.registry import build_registry
 from app.tools.truncation import truncate
 
@@ -215,6 +222,68 @@ def test_long_text_that_only_looks_like_a_marker_is_truncated(tmp_path):
 def test_a_bare_word_json_reads_as_a_scalar_uses_the_primary_key(tmp_path, raw):
     call = prepare_call(build_registry(), "c1", "bash", raw, context(tmp_path))
     assert call.error is None and call.args["command"] == raw
+
+
+BARE_BRACKETS = [
+    ("bash", "[ -f x ] && echo yes"),
+    ("bash", "{ echo a; echo b; } > out"),
+    ("bash", "[[ -d . ]] && echo dir"),
+    ("bash", '{ "$cmd"; }'),
+    ("search", "[0-9]+ errors"),
+    ("search", "[abc]"),
+    ("search", "[\"']quoted[\"']"),
+    ("search", "{2,3}x"),
+]
+
+
+@pytest.mark.parametrize(("tool", "raw"), BARE_BRACKETS)
+def test_a_bare_string_starting_with_a_bracket_or_brace_uses_the_primary_key(tmp_path, tool, raw):
+    call = prepare_call(build_registry(), "c1", tool, raw, context(tmp_path))
+    assert call.error is None
+    assert call.args[build_registry().tool(tool, "interactive").definition.primary_key] == raw
+
+
+def test_a_bare_bash_test_and_group_run_as_commands(tmp_path):
+    registry = build_registry()
+    (tmp_path / "x").write_text("")
+    test = prepare_call(registry, "c1", "bash", "[ -f x ] && echo yes", context(tmp_path))
+    assert execute_call(registry, test, context(tmp_path)) == ToolOutcome("yes")
+    group = prepare_call(registry, "c2", "bash", "{ echo a; echo b; } > out", context(tmp_path))
+    assert execute_call(registry, group, context(tmp_path)) == ToolOutcome("(no output)")
+    assert (tmp_path / "out").read_text() == "a\nb\n"
+
+
+BROKEN_OBJECTS = [
+    '{"command": "ls',
+    '{"command": "ls", "timeout": ',
+    '{"command"',
+    '{"comm',
+    "{",
+    '  {  "command" : ',
+    '[{"command": "ls"',
+    "{'command': 'ls'}",
+]
+
+
+@pytest.mark.parametrize("raw", BROKEN_OBJECTS)
+def test_broken_json_that_starts_like_an_object_with_a_quoted_key_is_refused(tmp_path, raw):
+    call = prepare_call(build_registry(), "c1", "bash", raw, context(tmp_path))
+    assert call.error is not None
+    assert call.error.startswith("Error: bash: arguments are not valid JSON (")
+    assert call.error.endswith("); send one JSON object") and call.needs_approval is False
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"' + "k" * 1_000_000, "[" * 100_000, '{"' + "\\\\" * 500_000 + '" x', "{'" + "k" * 1_000_000]
+)
+def test_huge_or_deep_argument_text_is_parsed_quickly_without_a_crash(raw):
+    started = time.monotonic()
+    try:
+        args = parse_arguments(raw, "command")
+    except ArgumentsError:
+        args = None
+    assert time.monotonic() - started < 1
+    assert args is None or args == {"command": raw}
 
 
 def test_malformed_json_error_says_where_and_what_to_send(tmp_path):
