@@ -44,18 +44,20 @@ UNKNOWN_OUTCOME = "its outcome is unknown (it may have partly run)"
 
 _POWER = ("shutdown", "reboot", "halt", "poweroff")
 _LAUNCHERS = frozenset({"sudo", "doas", "exec", "command", "builtin", "nohup", "env", "time"})
-_DISK = r"/dev/(?:sd[a-z]|nvme\d|hd[a-z]|vd[a-z]|xvd[a-z]|mmcblk\d)"
+# Whole disks and what stands for one: software RAID (md), device-mapper volumes (dm-N,
+# /dev/mapper/: LVM, LUKS), loop devices, and the udev links under /dev/disk/.
+_DISK = r"/dev/(?:sd[a-z]|nvme\d|hd[a-z]|vd[a-z]|xvd[a-z]|mmcblk\d|md(?:\d|/)|dm-\d|loop\d|mapper/|disk/)"
 _PATTERNS = (
     ("mkfs", re.compile(r"(?<![\w.-])mkfs(?:\.\w+)?(?![\w-])")),
     *((word, re.compile(rf"(?:^|[\s;&|(`]){word}(?=$|[\s;&|)`])")) for word in _POWER),
-    ("of=/dev/<disk>", re.compile(rf"\bof={_DISK}")),
-    ("> /dev/<disk>", re.compile(rf">\|?\s*{_DISK}")),
+    ("of=/dev/<disk>", re.compile(rf"\bof=[\"']?{_DISK}")),
+    ("> /dev/<disk>", re.compile(rf">\|?\s*[\"']?{_DISK}")),
     (":(){ :|:& };:", re.compile(r"([^\s(){}|&;]+)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")),
     ("/proc/*/environ", re.compile(r"/proc/\S*environ")),
 )
 _SEGMENT_SPLIT = re.compile(r"\$\(|[;&|\n(){}`]")
 _ROOT = re.compile(r"/+(?:\.|\*)?/*")
-_DISK_PATH = re.compile(rf"{_DISK}\w*")
+_DISK_PATH = re.compile(rf"{_DISK}.*", re.DOTALL)  # a word naming one (udev names can hold spaces)
 
 
 def blocked_pattern(command: str) -> str | None:
