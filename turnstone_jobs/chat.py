@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,8 @@ HISTORY_FILE = Path("~/.turnstone_jobs_history")
 HISTORY_LINES = 1000
 POLL_SECONDS = 0.2  # how often a followed turn checks for Ctrl-C between events
 CHECK_AFTER_POLLS = 25  # a followed turn quiet this many polls (5 s): ask the service if it ended
+# An approval answer: the word, then feedback after a space or a comma (`y, use full path`).
+ANSWER = re.compile(r"(yes|no|always|y|n|a)(?:\s*,\s*|\s+|$)(.*)", re.IGNORECASE | re.DOTALL)
 
 HELP = """\
 commands:
@@ -37,7 +40,17 @@ commands:
   /skill [NAME]                      list skills; with NAME, a new workstream with that skill
   /help                              this text
   /quit                              leave (Ctrl-D, or Ctrl-C twice)
-at an approval: y (yes), n (no), a (always this tool); text after the letter is feedback"""
+at an approval: y (yes), n (no), a (always this tool); text after the letter (a comma
+between them is fine: y, use full path) is feedback"""
+
+
+def parse_answer(answer: str) -> tuple[str, str] | None:
+    """The first letter of an approval answer (`y`, `n` or `a`) and its feedback ("" for none),
+    or None when the answer is none of those."""
+    found = ANSWER.fullmatch(answer.strip())
+    if found is None:
+        return None
+    return found.group(1)[0].lower(), found.group(2).strip()
 
 
 class Leave(Exception):
@@ -212,9 +225,9 @@ class Chat:
                 answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
             except (UnicodeDecodeError, EOFError):
                 continue
-            letter, _, feedback = answer.partition(" ")
-            letter = letter.lower()
-            if letter in ("y", "yes", "n", "no", "a", "always"):
+            parsed = parse_answer(answer)
+            if parsed is not None:
+                letter, feedback = parsed
                 break
             self.render.line("answer y (yes), n (no) or a (always), optionally followed by feedback", "dim")
         approved = letter[0] != "n"

@@ -129,6 +129,25 @@ def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(c
     assert model.history[-1].body["messages"][-1]["content"] == "Denied by user: not in this folder"
 
 
+def test_the_specs_feedback_form_y_comma_feedback_approves_and_the_model_gets_the_feedback(chat, model, api):
+    repl = chat("--new", "comma")
+    model.enqueue(Reply(tool_calls=[bash("echo approved-$((6*7))")]))
+    model.enqueue(Reply(text="Noted the path."))
+    repl.say("run it")
+    repl.expect("allow bash")
+    repl.say("yo, fine")  # not an answer: asked again, nothing decided
+    repl.expect(r"answer y \(yes\)")
+    repl.say("y, use full path")
+    repl.expect("approved-42")
+    repl.expect("Noted the path.")
+    repl.prompt()
+    tool = [m for m in api.history(repl.ws_id) if m["role"] == "tool"][-1]
+    assert tool["content"] == "approved-42" and tool["decision"]["approved"] is True
+    sent = model.history[-1].body["messages"]
+    assert sent[-2]["role"] == "tool" and sent[-2]["content"] == "approved-42"
+    assert (sent[-1]["role"], sent[-1]["content"]) == ("user", "use full path")
+
+
 def test_a_answers_always_and_the_next_call_runs_without_asking(chat, model, api):
     repl = chat("--new", "always")
     model.enqueue(Reply(tool_calls=[bash("echo first-call")]))
