@@ -12,7 +12,15 @@ from typing import Any
 from app.tools import replacements
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.diffs import unified_diff
-from app.tools.files import FileToolError, has_read, load_text, path_argument, resolve, save_text
+from app.tools.files import (
+    FileToolError,
+    check_text,
+    has_read,
+    load_text,
+    path_argument,
+    resolve,
+    save_text,
+)
 from app.tools.replacements import Edit, ReplacementError
 
 TOOL = "edit_file"
@@ -137,6 +145,8 @@ def _edit(fields: dict[str, Any], where: str) -> Edit:
         raise FileToolError(f"Error: {where}'old_string' must be a non-empty string")
     if not isinstance(new, str):
         raise FileToolError(f"Error: {where}'new_string' must be a string (empty to delete the text)")
+    check_text(old, "old_string", TOOL, where)
+    check_text(new, "new_string", TOOL, where)
     if old == new:
         raise FileToolError(f"Error: {where}old_string and new_string are identical, so nothing would change")
     if near is not None and (isinstance(near, bool) or not isinstance(near, int) or near < 1):

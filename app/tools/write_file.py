@@ -16,6 +16,7 @@ from app.tools.files import (
     ROUND_TRIP,
     FileToolError,
     check_target,
+    check_text,
     has_read,
     is_binary,
     mark_read,
@@ -36,6 +37,7 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
         content = args.get("content")
         if not isinstance(content, str):
             raise FileToolError("Error: write_file needs a 'content' string (it may be empty)")
+        check_text(content, "content", TOOL)
         mode = args.get("mode") or "overwrite"
         if mode not in MODES:
             raise FileToolError(f"Error: 'mode' must be 'overwrite' or 'append', not {mode!r}")

@@ -98,3 +98,57 @@ def test_the_read_set_is_kept_with_the_workstream_between_turns(api, model, open
     api.approve(ws_id, approved=True)
     sock.wait_turn_end(second)
     assert (workdir / "todo.md").read_text() == "- [x] ship\n"
+
+
+# Text that stored arguments hold as given: what the model sent, the person saw and the file gets
+# are the same bytes (the approved call runs with the arguments read back from the database).
+TRICKY = (
+    "literal \\x00 and \\u0000 stay text\r\n"
+    "U+FFFD \ufffd, an emoji \U0001f600, combining e\u0301, CJK \u6f22\u5b57\n"
+    "controls \x01\x08\x1b[31mred\x1b[0m\x7f, separators \u2028\u2029, BOM \ufeff\n"
+    "quotes \" ' ` and backslashes \\ \\\\ \\n\t tab\n"
+)
+
+
+def test_an_approved_write_puts_exactly_the_sent_text_in_the_file(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("write_file", {"path": "tricky.txt", "content": TRICKY})]))
+    model.enqueue(Reply(text="written"))
+    turn_id = api.send(ws_id, "write the tricky file")
+    [item] = sock.wait_type("approve_request", timeout=60)["items"]
+    assert item["needs_approval"] is True and TRICKY.rstrip("\n") in item["preview"]
+    assert api.approve(ws_id, approved=True).status_code == 200
+    result = sock.wait_type("tool_result", call_id=item["call_id"])
+    size = len(TRICKY.encode())
+    assert result["output"] == f"Wrote {size:,} bytes to tricky.txt (new file)" and not result["is_error"]
+    sock.wait_turn_end(turn_id)
+    assert (workdir / "tricky.txt").read_bytes() == TRICKY.encode()
+
+
+def test_a_nul_or_a_lone_surrogate_in_file_text_is_refused_without_asking_and_nothing_written(
+    api, model, open_socket, workdir
+):
+    (workdir / "f.txt").write_text("one\n")
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    calls = [
+        ToolCall("write_file", {"path": "nul.bin", "content": "a\u0000b"}),
+        ToolCall("write_file", {"path": "half.txt", "content": "x\ud800y"}),
+        read("f.txt"),
+        edit("f.txt", "one", "o\u0000e"),
+    ]
+    model.enqueue(Reply(tool_calls=calls))
+    model.enqueue(Reply(text="I will use bash for binary content"))
+    turn_id = api.send(ws_id, "write the binary file")
+    sock.wait_turn_end(turn_id, timeout=60)
+    errors = sorted(e["output"] for e in sock.of_type("tool_result") if e["is_error"])
+    assert len(errors) == 3
+    assert errors[0].startswith("Error: 'content' contains a NUL character; write_file handles text only")
+    assert errors[1].startswith(
+        "Error: 'content' contains a lone surrogate (U+D800), which is not a character"
+    )
+    assert errors[2].startswith("Error: 'new_string' contains a NUL character; edit_file handles text only")
+    assert not [i for e in sock.of_type("approve_request") for i in e["items"] if i["needs_approval"]]
+    assert sorted(p.name for p in workdir.iterdir()) == ["f.txt"]
+    assert (workdir / "f.txt").read_text() == "one\n"

@@ -488,3 +488,47 @@ def test_a_file_with_mixed_line_endings_is_matched_as_written(ctx):
     assert "not found" in edit(ctx, old_string="one\ntwo", new_string="x")
     edit(ctx, old_string="one\r\ntwo", new_string="x")
     assert content(path) == "x\nthree\r\n"
+
+
+# -- text only: what is approved is what is written --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        ({"old_string": "two", "new_string": "t\x00o"}, "'new_string' contains a NUL character"),
+        ({"old_string": "t\x00o", "new_string": "2"}, "'old_string' contains a NUL character"),
+        ({"old_string": "two", "new_string": "t\ud83do"}, "'new_string' contains a lone surrogate (U+D83D)"),
+        (
+            {
+                "edits": [
+                    {"old_string": "one", "new_string": "1"},
+                    {"old_string": "two", "new_string": "\x00"},
+                ]
+            },
+            "edit 2: 'new_string' contains a NUL character",
+        ),
+        (
+            {"edits": [{"old_string": "o\udc80ne", "new_string": "1"}]},
+            "edit 1: 'old_string' contains a lone surrogate (U+DC80)",
+        ),
+    ],
+)
+def test_nul_or_a_lone_surrogate_in_an_edit_is_refused_and_the_file_untouched(ctx, args, named):
+    path = make(ctx, "f.txt", "one\ntwo\n")
+    prep = edit_file.prepare({"path": "f.txt", **args}, ctx)
+    assert prep.error is not None and prep.error.startswith(f"Error: {named}")
+    assert prep.needs_approval is False
+    if "NUL" in named:
+        assert "edit_file handles text only, so write binary content with bash" in prep.error
+    assert content(path) == "one\ntwo\n"
+
+
+def test_an_edit_keeps_undecodable_bytes_of_the_file_itself(ctx):
+    # The refusal is of the arguments: a file's own invalid UTF-8 still survives an edit.
+    path = make(ctx, "f.txt", "", read=True)
+    with open(path, "wb") as file:
+        file.write(b"caf\xe9 one\n")
+    assert edit(ctx, old_string="one", new_string="1").startswith("Edited f.txt")
+    with open(path, "rb") as file:
+        assert file.read() == b"caf\xe9 1\n"

@@ -203,3 +203,42 @@ def test_a_bare_string_argument_is_the_content(ctx):
     call = prepare_call(registry, "c1", "write_file", "just text", ctx)
     assert call.args == {"content": "just text"}
     assert call.error == "Error: write_file needs a non-empty 'path' string"
+
+
+# -- text only: what is approved is what is written --------------------------------------
+
+
+def test_content_with_a_nul_is_refused_and_points_to_bash(ctx, tmp_path):
+    prep = write_file.prepare({"path": "n.bin", "content": "a\x00b"}, ctx)
+    assert prep.error == (
+        "Error: 'content' contains a NUL character; write_file handles text only, so write binary "
+        "content with bash (printf with \\x escapes, or base64 -d)"
+    )
+    assert prep.needs_approval is False
+    assert not (tmp_path / "n.bin").exists()
+
+
+@pytest.mark.parametrize("surrogate", ["\ud800", "\udcff", "\udfff"])
+def test_content_with_a_lone_surrogate_is_refused(ctx, tmp_path, surrogate):
+    prep = write_file.prepare({"path": "s.txt", "content": f"x{surrogate}y"}, ctx)
+    code = f"U+{ord(surrogate):04X}"
+    assert prep.error is not None
+    assert prep.error.startswith(
+        f"Error: 'content' contains a lone surrogate ({code}), which is not a character"
+    )
+    assert not (tmp_path / "s.txt").exists()
+
+
+def test_a_path_with_a_lone_surrogate_is_refused(ctx, tmp_path):
+    prep = write_file.prepare({"path": "a\udcffb.txt", "content": "x"}, ctx)
+    assert (
+        prep.error
+        == "Error: 'path' contains a lone surrogate (U+DCFF), which is not a character; send the path as text"
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_text_that_only_looks_like_an_escape_is_written_as_sent(ctx, tmp_path):
+    text = "literal \\x00 and \\u0000, U+FFFD \ufffd, an emoji \U0001f600, \x01\x1b[0m\x7f\u2028\ufeff\n"
+    assert write(ctx, path="t.txt", content=text).startswith("Wrote ")
+    assert (tmp_path / "t.txt").read_bytes() == text.encode("utf-8")
