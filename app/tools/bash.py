@@ -28,6 +28,7 @@ from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.environment import redact, scrubbed_environment, secret_values
 from app.tools.process_guard import GroupGuard
 from app.tools.redaction import StreamRedactor
+from app.tools.truncation import Piece, truncate_pieces
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ PUMP_BATCH = 64  # queued pieces taken together at most (64 x READ_CHUNK: 4 MiB)
 BUFFER_FACTOR = 4  # keep at most this many times tools.truncation per stream
 HEADER_LIMIT = 200
 UNKNOWN_OUTCOME = "its outcome is unknown (it may have partly run)"
+STDERR_PREFIX = "[stderr] "
 
 # -- the blocklist ------------------------------------------------------------
 
@@ -207,6 +209,7 @@ class _Capture:
     tail: deque[str] = field(default_factory=deque)
     tail_size: int = 0
     dropped: int = 0
+    dropped_lines: int = 0  # the line breaks among the dropped characters
 
     def add(self, text: str) -> None:
         room = self.cap // 2 - self.head_size
@@ -220,19 +223,39 @@ class _Capture:
         self.tail_size += len(text)
         while self.tail_size - len(self.tail[0]) >= self.cap // 2:
             self.tail_size -= len(self.tail[0])
-            self.dropped += len(self.tail.popleft())
+            self._drop(self.tail.popleft())
         excess = self.tail_size - self.cap // 2
-        if excess > 0:  # a piece is many lines read at once: cut its front, at a line's start if it has one
+        if excess > 0:  # a piece is many lines read at once: cut its front, at a line's start if one is
+            # near (within a quarter of the cap, so the tail keeps at least that: a long last line
+            # must not take the whole tail with it)
             first = self.tail[0]
-            newline = first.find("\n", excess - 1)
+            newline = first.find("\n", excess - 1, excess + self.cap // 4)
             cut = newline + 1 if newline >= 0 else excess
             self.tail[0] = first[cut:]
             self.tail_size -= cut
-            self.dropped += cut
+            self._drop(first[:cut])
 
-    def text(self) -> str:
-        middle = f"\n[... {self.dropped:,} characters not kept ...]\n" if self.dropped else ""
-        return "".join(self.head) + middle + "".join(self.tail)
+    def _drop(self, text: str) -> None:
+        self.dropped += len(text)
+        self.dropped_lines += text.count("\n")
+
+    def pieces(self, prefix: str = "") -> list[Piece]:
+        """The stream as the result shows it, trailing line breaks removed: its text, or its head,
+        the count of characters dropped and its tail; each line starting with `prefix`, which the
+        count includes for the lines that started among the dropped characters."""
+        head, tail = "".join(self.head), "".join(self.tail).rstrip("\n")
+        if not self.dropped:
+            text = (head + tail).rstrip("\n")
+            return [_prefixed(text, prefix, first=True)] if text else []
+        missing = self.dropped + len(prefix) * self.dropped_lines
+        return [_prefixed(head, prefix, first=True), missing, _prefixed(tail, prefix, first=False)]
+
+
+def _prefixed(text: str, prefix: str, first: bool) -> str:
+    """`text` with `prefix` at the start of each line; at its own start only if that starts a line."""
+    if not prefix:
+        return text
+    return (prefix if first else "") + text.replace("\n", "\n" + prefix)
 
 
 def _discard_until_closed(fds: list[int]) -> None:
@@ -376,16 +399,26 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome(f"Error: working directory {ctx.working_dir} does not exist", True)
     timeout = args.get("timeout") or ctx.settings.timeout
     stop_on_error = bool(args.get("stop_on_error"))
-    return _outcome(run(args["command"], timeout, ctx, stop_on_error), timeout, stop_on_error)
+    done = run(args["command"], timeout, ctx, stop_on_error)
+    return _outcome(done, timeout, stop_on_error, ctx.settings.truncation)
 
 
 @dataclass(frozen=True)
 class Completed:
     """A finished (or stopped) script: its output as the result shows it, before any note."""
 
-    text: str  # stdout, then stderr lines marked `[stderr] `; redacted; "" when it printed nothing
+    # Stdout, then stderr lines marked `[stderr] `; redacted; none when it printed nothing. Text,
+    # or the counts of characters not kept where a stream outgrew BUFFER_FACTOR x truncation.
+    pieces: tuple[Piece, ...]
     returncode: int
     stopped: str | None  # "timeout" or "cancelled" when it had to be stopped
+
+    @property
+    def text(self) -> str:
+        """The output whole, each gap marked with how many characters it lost."""
+        return "".join(
+            p if isinstance(p, str) else f"\n[... {p:,} characters not kept ...]\n" for p in self.pieces
+        )
 
 
 def run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool = False) -> Completed:
@@ -429,7 +462,7 @@ def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
     # Reaped only after the guard is released: an unreaped bash keeps its pid (the
     # group id) from reuse, so the watchdog can never signal someone else's group.
     returncode = proc.wait()
-    return Completed(_text(run), returncode, stopped)
+    return Completed(tuple(_pieces(run)), returncode, stopped)
 
 
 def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
@@ -483,16 +516,16 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _text(run: _Run) -> str:
-    parts = [run.stdout.text().rstrip("\n")]
-    stderr = run.stderr.text().rstrip("\n")
-    if stderr:
-        parts.extend(f"[stderr] {line}" for line in stderr.split("\n"))
-    return redact("\n".join(p for p in parts if p), run.secrets)
+def _pieces(run: _Run) -> list[Piece]:
+    """Stdout, then stderr lines prefixed `[stderr] `, as pieces (see truncation); redacted."""
+    out, err = run.stdout.pieces(), run.stderr.pieces(STDERR_PREFIX)
+    pieces = [*out, "\n", *err] if out and err else out + err
+    return [redact(p, run.secrets) if isinstance(p, str) else p for p in pieces]
 
 
-def _outcome(done: Completed, timeout: int, stop_on_error: bool) -> ToolOutcome:
-    body = done.text or "(no output)"
+def _outcome(done: Completed, timeout: int, stop_on_error: bool, limit: int) -> ToolOutcome:
+    """The result, cut to `limit` here: only here is it known how much was never kept."""
+    pieces: list[Piece] = list(done.pieces) or ["(no output)"]
     returncode, stopped = done.returncode, done.stopped
     if stopped == "timeout":
         note = f"[timed out after {timeout} s and was stopped; {UNKNOWN_OUTCOME}]"
@@ -504,9 +537,10 @@ def _outcome(done: Completed, timeout: int, stop_on_error: bool) -> ToolOutcome:
         note = f"[exit code: {returncode}]"
     else:
         note = ""
-    output = f"{body}\n{note}" if note else body
+    if note:
+        pieces.append(f"\n{note}")
     failed = stopped is not None or returncode < 0 or returncode >= 2
-    return ToolOutcome(output, failed or (stop_on_error and returncode != 0))
+    return ToolOutcome(truncate_pieces(pieces, limit), failed or (stop_on_error and returncode != 0))
 
 
 def _signal_name(number: int) -> str:

@@ -377,20 +377,32 @@ def test_output_read_many_lines_at_a_time_keeps_a_bounded_tail_starting_at_a_lin
     # what is kept is still bounded (as in the test below), not a whole piece for a tail.
     settings = ToolSettings(timeout=20, truncation=1024)
     command = "python3 -c \"import sys; sys.stdout.write('0123456789\\n' * 20000)\"; echo END"
-    outcome = run(tmp_path, command, settings=settings)
-    assert len(outcome.output) < 6 * 1024
-    head, _, tail = outcome.output.partition(" characters not kept ...]\n")
+    kept = bash.run(command, 20, context(tmp_path, settings=settings)).text
+    assert len(kept) < 9 * 1024  # 4 x truncation, and the gap's note
+    head, _, tail = kept.partition(" characters not kept ...]\n")
     assert head.startswith("0123456789\n") and tail.startswith("0123456789\n")
     assert tail.endswith("0123456789\nEND")
 
 
-def test_huge_output_is_bounded_in_memory(tmp_path):
+def test_a_tail_of_long_lines_is_kept_whole_not_cut_back_to_a_line_start(tmp_path):
+    # Lines longer than the tail the capture keeps: cutting at the next line's start would
+    # leave the last line alone, or nothing, for the result's tail.
+    settings = ToolSettings(timeout=20, truncation=1024)
+    command = "python3 -c \"import sys; sys.stdout.write(('a' * 5000 + '\\n') * 300)\"; echo END"
+    done = bash.run(command, 20, context(tmp_path, settings=settings))
+    assert len(done.pieces[-1]) >= 1024 and done.pieces[-1].endswith("a\nEND")
+    outcome = run(tmp_path, command, settings=settings)
+    assert outcome.output.endswith("a" * (512 - 4) + "\nEND")
+
+
+def test_huge_output_is_bounded_in_memory_and_its_one_notice_counts_all_that_was_cut(tmp_path):
     settings = ToolSettings(timeout=20, truncation=1024)
     outcome = run(tmp_path, "yes 0123456789 | head -c 5000000; echo; echo END", settings=settings)
-    assert len(outcome.output) < 6 * 1024
-    assert outcome.output.startswith("0123456789\n")
-    assert outcome.output.endswith("END")
-    assert "characters not kept" in outcome.output
+    whole = ("0123456789\n" * 500_000)[:5_000_000] + "\nEND"
+    assert outcome.output == (
+        whole[:512] + f"\n\n[... {len(whole) - 1024:,} characters cut from the middle of this output ...]\n\n"
+        + whole[-512:]
+    )  # fmt: skip
 
 
 def test_a_missing_working_directory_is_an_error(tmp_path):
@@ -466,9 +478,9 @@ def test_a_secret_at_the_edge_of_the_kept_output_is_redacted_whole(tmp_path, mon
     monkeypatch.setenv("MY_API_KEY", "sk-edge-0123456789abcdef")
     settings = ToolSettings(timeout=20, truncation=1024)
     command = "printf 'x%.0s' $(seq 2040); echo sk-edge-0123456789abcdef; yes | head -c 50000"
-    outcome = run(tmp_path, command, settings=settings)
-    assert "characters not kept" in outcome.output
-    assert "sk-edge" not in outcome.output
+    kept = bash.run(command, 20, context(tmp_path, settings=settings)).text
+    assert "characters not kept" in kept
+    assert "sk-edge" not in kept
 
 
 # -- when the worker dies, or cannot stream ---------------------------------------

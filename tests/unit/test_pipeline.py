@@ -20,7 +20,7 @@ from app.tools.pipeline import (
     run_calls,
 )
 from app.tools.registry import build_registry
-from app.tools.truncation import truncate
+from app.tools.truncation import truncate, truncate_pieces
 
 
 class Recorder:
@@ -370,6 +370,53 @@ def test_bash_output_past_the_setting_keeps_its_head_and_tail(tmp_path):
     assert outcome.output.startswith("FIRST\n") and outcome.output.endswith("LAST")
     assert "characters cut from the middle of this output" in outcome.output
     assert len(outcome.output) < 2200
+
+
+def cut_notice(count):
+    return f"\n\n[... {count:,} characters cut from the middle of this output ...]\n\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "stdout", "stderr", "note"),
+    [
+        ("seq 1 500000", range(1, 500_001), range(0), ""),
+        ("seq 1 400000 >&2", range(0), range(1, 400_001), ""),
+        ("seq 1 500000; seq 1 300000 >&2; exit 3", range(1, 500_001), range(1, 300_001), "\n[exit code: 3]"),
+    ],
+)
+def test_bash_output_past_what_it_keeps_has_one_notice_counting_all_that_was_cut(
+    tmp_path, command, stdout, stderr, note
+):
+    # Megabytes, where each stream keeps 4 x 2,048 characters while the command runs: the
+    # model is told how much of the real output it does not see, not how much of what was kept.
+    registry = build_registry()
+    call = prepare_call(registry, "c1", "bash", command, context(tmp_path))
+    outcome = execute_call(registry, call, context(tmp_path, truncation=2048))
+    lines = [str(n) for n in stdout] + [f"[stderr] {n}" for n in stderr]
+    whole = "\n".join(lines) + note
+    assert outcome.output == whole[:1024] + cut_notice(len(whole) - 2048) + whole[-1024:]
+    assert outcome.output.count("characters cut") == 1 and "not kept" not in outcome.output
+
+
+def test_cutting_a_cut_text_again_changes_nothing():
+    once = truncate("H" * 5000 + "T" * 5000, 100)
+    assert truncate(once, 100) == once
+    assert truncate_pieces(["H" * 3000, 1_000_000, "T" * 3000], 100) == (
+        "H" * 50 + cut_notice(1_000_000 + 6000 - 100) + "T" * 50
+    )
+
+
+def test_a_gap_near_the_end_gives_only_the_text_after_it_and_counts_the_rest():
+    text = truncate_pieces(["H" * 300, 5000, "end"], 100)
+    assert text == "H" * 50 + cut_notice(250 + 5000) + "end"
+    assert truncate(text, 100) == text
+
+
+def test_an_output_that_prints_a_notice_of_its_own_is_still_cut_to_the_limit():
+    fake = "x" * 500 + cut_notice(7) + "y" * 5000
+    cut = truncate(fake, 1000)
+    assert len(cut) <= 1000 + len(cut_notice(10**9)) and cut.endswith("y" * 500)
+    assert truncate(cut_notice(3) * 40, 100).count("characters cut") <= 2
 
 
 def test_an_argument_the_tool_does_not_take_is_an_error_item_and_never_runs(tmp_path):
