@@ -38,7 +38,10 @@ DEFAULT_WATCH_POLL_SECONDS = 15.0
 MAX_PHASE_ATTEMPTS = 5
 
 # Streaming: coalesce deltas and output chunks into at most one event per call (or per model
-# step and kind) every STREAM_FLUSH_SECONDS: 40 a second, however fast the output.
+# step and kind) every STREAM_FLUSH_SECONDS: 40 a second, however fast the output. Pending text
+# goes out at the first moment that allows, whatever its size: the resolution's other trigger,
+# a flush at 4,096 characters, could only come sooner, so the rate wins and there is no such
+# setting (docs/tools.md, bash, Streaming).
 STREAM_FLUSH_SECONDS = 0.025
 # The most text one such event carries: 40 MiB/s live. Past it the oldest of the interval is
 # dropped for a marker (the stored result keeps head and tail whatever streamed).

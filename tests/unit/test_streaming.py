@@ -67,6 +67,55 @@ def test_a_fast_producer_gets_at_most_one_flush_per_interval_whatever_its_volume
     assert len(sink.flushes) <= 1 / 0.025 + 2
 
 
+def recording(sink: Sink, clock: FakeClock) -> tuple[Coalescer, list[float]]:
+    """A coalescer on `clock` whose flushes are recorded with their fake time."""
+    c = Coalescer(sink, interval=0.025, clock=clock)
+    flushed_at: list[float] = []
+
+    def record(text: str) -> None:
+        flushed_at.append(clock.now)
+        sink(text)
+
+    c._flush = record
+    return c, flushed_at
+
+
+def test_4096_pending_characters_wait_for_the_tick_the_rate_allows_and_go_as_one_piece():
+    # The Streaming resolution names two triggers, 25 ms and 4,096 characters; the 40 events a
+    # second a call may make win (docs/tools.md, bash, Streaming). Text goes out at the first
+    # moment the rate allows, however much of it there is: 4,096 characters never wait longer
+    # than 10 would, and never make an event sooner.
+    sink, clock = Sink(), FakeClock()
+    c, flushed_at = recording(sink, clock)
+    c.add("x" * 10)  # after a quiet spell: at once
+    for _ in range(5):
+        c.add("y" * 3000)  # 15,000 characters pending within the interval
+        clock.now += 0.004
+    assert [len(t) for _, t in sink.flushes] == [10]
+    sink.event.clear()
+    clock.now = 1000.03  # the tick: the timer sends everything pending, as one piece
+    assert sink.event.wait(2)
+    assert [len(t) for _, t in sink.flushes] == [10, 15_000] and flushed_at == [1000.0, 1000.03]
+    c.close()
+
+
+def test_a_100000_line_output_paced_as_bash_makes_it_is_at_most_40_events_a_second():
+    # The bash-output goal's shape: 100 writes of 1,000 lines, 10 ms apart. All writes but the
+    # first are past 4,096 characters alone: a flush at 4,096 would be 100 events in the second.
+    sink, clock = Sink(), FakeClock()
+    c, flushed_at = recording(sink, clock)
+    writes = ["".join(f"{n}\n" for n in range(i * 1000 + 1, i * 1000 + 1001)) for i in range(100)]
+    assert sum(len(w) > 4096 for w in writes) == 99
+    for write in writes:
+        c.add(write)
+        clock.now += 0.010
+    c.close()
+    assert "".join(t for _, t in sink.flushes) == "".join(writes)
+    assert len(sink.flushes) <= 1 / 0.025 + 2
+    gaps = [b - a for a, b in zip(flushed_at, flushed_at[1:-1], strict=False)]  # close's flush aside
+    assert all(gap >= 0.025 - 1e-9 for gap in gaps), min(gaps)
+
+
 def test_a_burst_in_real_time_is_one_event_per_interval_and_never_held_long():
     sink = Sink()
     c = Coalescer(sink, interval=0.025)
