@@ -54,7 +54,9 @@ _PATTERNS = (
     *((word, re.compile(rf"(?:^|[\s;&|(`]){word}(?=$|[\s;&|)`])")) for word in _POWER),
     ("of=/dev/<disk>", re.compile(rf"\bof=[\"']?{_DISK}")),
     ("> /dev/<disk>", re.compile(rf">\|?\s*[\"']?{_DISK}")),
-    (":(){ :|:& };:", re.compile(r"([^\s(){}|&;]+)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")),
+    # The name starts where a word can (not in the middle of a run of name characters: tried
+    # from every position of one, a long word cost time in its square).
+    (":(){ :|:& };:", re.compile(r"(?<![^\s(){}|&;])([^\s(){}|&;]+)\s*\(\s*\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}")),
     ("/proc/*/environ", re.compile(r"/proc/\S*environ")),
 )
 _SEGMENT_SPLIT = re.compile(r"\$\(|[;&|\n(){}`]")
@@ -83,30 +85,82 @@ def _words(segment: str) -> list[str]:
 
 
 def _blocked_segment(words: list[str]) -> str | None:
+    """The pattern a segment's words match: any word may be the program (`xargs rm -rf /`),
+    with the words after it as its flags and targets. Read from the end, what follows each
+    word is known from what followed the next one, so a segment of any length costs one pass
+    (taking each word's rest anew cost seconds for a few thousand words)."""
     program = _program(words)
     if program in _POWER:  # `/sbin/reboot`; the bare words are caught by _PATTERNS
         return program
-    for i, word in enumerate(words):
-        program, rest = os.path.basename(word), words[i + 1 :]
-        flags, targets = _split_flags(rest)
-        hits_root = any(_ROOT.fullmatch(t) for t in targets)
-        if program == "rm" and hits_root and _has_flag(flags, "rR", "recursive"):
-            return "rm -rf /*" if any(t.rstrip("/").endswith("*") for t in targets) else "rm -rf /"
-        if program in ("chmod", "chown") and hits_root and _has_flag(flags, "R", "recursive"):
+    found = None
+    after = _Rest()  # what follows the word being looked at
+    for word in reversed(words):
+        hit = after.blocked(os.path.basename(word))
+        found = hit or found  # the first word's, as read left to right
+        after = after.preceded_by(word)
+    return found
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """What some words hold, taken as a command's targets (its non-flag arguments)."""
+
+    first: str | None = None
+    last: str | None = None
+    count: int = 0
+    root: bool = False  # `/`, `/*`, `//`: the whole file system
+    star: bool = False  # one ends in `*` (`rm -rf /*` rather than `rm -rf /`)
+    disk: bool = False  # one names a raw disk
+
+    def preceded_by(self, word: str) -> _Targets:
+        return _Targets(
+            first=word,
+            last=self.last if self.count else word,
+            count=self.count + 1,
+            root=self.root or _ROOT.fullmatch(word) is not None,
+            star=self.star or word.rstrip("/").endswith("*"),
+            disk=self.disk or _DISK_PATH.fullmatch(word) is not None,
+        )
+
+
+@dataclass(frozen=True)
+class _Rest:
+    """The words after a command word, as that command would take them: flags up to a `--`,
+    targets (every word after the `--` among them)."""
+
+    targets: _Targets = _Targets()
+    every: _Targets = _Targets()  # all the words, as targets: what follows a `--` put before them
+    recursive: bool = False  # -r, -R or --recursive among the flags
+    recursive_upper: bool = False  # -R or --recursive (chmod and chown have no -r)
+
+    def preceded_by(self, word: str) -> _Rest:
+        every = self.every.preceded_by(word)
+        if word == "--":
+            return _Rest(targets=self.every, every=every)
+        if word.startswith("-") and len(word) > 1:
+            return _Rest(
+                self.targets,
+                every,
+                self.recursive or _has_flag([word], "rR", "recursive"),
+                self.recursive_upper or _has_flag([word], "R", "recursive"),
+            )
+        return _Rest(self.targets.preceded_by(word), every, self.recursive, self.recursive_upper)
+
+    def blocked(self, program: str) -> str | None:
+        """The pattern `program` followed by these words matches, or None."""
+        targets = self.targets
+        if program == "rm" and targets.root and self.recursive:
+            return "rm -rf /*" if targets.star else "rm -rf /"
+        if program in ("chmod", "chown") and targets.root and self.recursive_upper:
             return "chmod -R 777 /" if program == "chmod" else "chown -R /"
-        if program == "mv" and targets and _ROOT.fullmatch(targets[0]):
+        if program == "mv" and targets.first is not None and _ROOT.fullmatch(targets.first):
             return "mv /"
-        if _writes_disk(program, targets):
-            return f"{program} /dev/<disk>"
-    return None
-
-
-def _writes_disk(program: str, targets: list[str]) -> bool:
-    """`tee /dev/sda`, `cp image /dev/sda`: the other ways to write a raw disk.
-    Copying *from* a disk (`cp /dev/sda disk.img`) stays allowed."""
-    if program == "tee":
-        return any(_DISK_PATH.fullmatch(t) for t in targets)
-    return program == "cp" and len(targets) > 1 and _DISK_PATH.fullmatch(targets[-1]) is not None
+        if program == "tee" and targets.disk:
+            return "tee /dev/<disk>"
+        last = targets.last
+        if program == "cp" and targets.count > 1 and last is not None and _DISK_PATH.fullmatch(last):
+            return "cp /dev/<disk>"
+        return None
 
 
 def _program(words: list[str]) -> str | None:
@@ -117,16 +171,6 @@ def _program(words: list[str]) -> str | None:
             continue
         return name
     return None
-
-
-def _split_flags(words: list[str]) -> tuple[list[str], list[str]]:
-    flags: list[str] = []
-    targets: list[str] = []
-    for i, word in enumerate(words):
-        if word == "--":
-            return flags, targets + words[i + 1 :]
-        (flags if word.startswith("-") and len(word) > 1 else targets).append(word)
-    return flags, targets
 
 
 def _has_flag(flags: list[str], letters: str, long_name: str) -> bool:

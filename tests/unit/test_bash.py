@@ -134,6 +134,23 @@ def test_dangerous_command_is_blocked_without_a_prompt(tmp_path, command, patter
     assert prep.needs_approval is False
 
 
+@pytest.mark.parametrize(
+    ("command", "pattern"),
+    [
+        ("echo " + "word " * 20_000, None),  # each word once the program, the rest its arguments
+        ("echo " + "\\" * 50_000, None),  # one long run of characters a function name may hold
+        ("rm " * 20_000 + "-rf /", "rm -rf /"),
+        ("echo " + "\\" * 50_000 + "; :(){ :|:& };:", ":(){ :|:& };:"),
+    ],
+)
+def test_the_blocklist_reads_a_long_command_in_one_pass(command, pattern):
+    # A model (or what it read) can send a command of any length; checking it at prepare, in
+    # the model step, took seconds in the square of its length. A margin, not a benchmark.
+    started = time.monotonic()
+    assert bash.blocked_pattern(command) == pattern
+    assert time.monotonic() - started < 2
+
+
 @pytest.mark.parametrize("command", SAFE)
 def test_near_miss_command_is_accepted(tmp_path, command):
     prep = bash.prepare({"command": command}, context(tmp_path))
