@@ -291,7 +291,8 @@ class Watch(SQLModel, table=True):
     last_output: str | None = Field(default=None, sa_column=Column(SafeText))
     last_exit_code: int | None = None
     last_polled_at: datetime | None = None
-    last_error: str | None = Field(default=None, sa_column=Column(SafeText))  # stop_on failed to evaluate
+    # stop_on failed to evaluate on the last poll, or the last poll never finished
+    last_error: str | None = Field(default=None, sa_column=Column(SafeText))
     result: str | None = Field(default=None, sa_column=Column(SafeText))  # the message it ended with
     created_by: str | None = Field(default=None, max_length=200)  # the call that created it
     created_at: datetime = Field(default_factory=utcnow)

@@ -178,6 +178,6 @@ def _list(ctx: ToolContext) -> str:
         lines.append(
             f"- {w.name} (id {w.id[:8]}): `{w.command}` every {describe(w.poll_every)}, "
             f"{w.polls}/{w.max_polls} polls, {until}"
-            + (f" [last stop_on error: {w.last_error}]" if w.last_error else "")
+            + (f" [last poll: {w.last_error}]" if w.last_error else "")
         )
     return "\n".join(lines)

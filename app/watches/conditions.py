@@ -1,8 +1,9 @@
 """`stop_on`: a small expression language over a poll's result, read from Python's syntax tree.
 
 Never `eval`: `check` refuses at create time any node, name or method outside the lists below,
-and `evaluate` walks the tree itself, checking receivers' types and bounding every value it
-builds, so an expression can neither reach the interpreter's internals nor exhaust memory.
+and `evaluate` walks the tree itself, checking receivers' types and, before each operation, what
+it would build or visit (app/watches/limits.py), so an expression can neither reach the
+interpreter's internals nor exhaust a worker's memory or time.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.watches.limits import Exceeded, Meter, bounded
+
 MAX_EXPRESSION_CHARS = 1000
 MAX_NODES = 200
-MAX_VALUE_LENGTH = 1_000_000  # the longest string, list or tuple an expression may build
-MAX_POWER_BITS = 4096  # an integer power past this many bits is refused
 
 VARIABLES = ("output", "data", "exit_code", "prev_output", "changed")
 SAFE_FUNCTIONS: Mapping[str, Callable[..., Any]] = {
@@ -106,7 +107,8 @@ class ConditionError(ValueError):
 
 
 class LimitError(ConditionError):
-    """The expression builds a value past the limits, whatever the poll's output."""
+    """The expression would pass a limit (app/watches/limits.py); found at create time, on an
+    empty output, it would on any output."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,8 @@ def evaluate(expression: str, result: PollResult) -> bool:
         return bool(_Evaluator(result.variables()).visit(tree.body))
     except ConditionError:
         raise
+    except Exceeded as exc:
+        raise LimitError(str(exc)) from None
     except (RecursionError, MemoryError):
         raise LimitError("stop_on could not be evaluated: too deep or too large") from None
     except Exception as exc:  # a KeyError on data["x"], a TypeError on None < 1: the model's to fix
@@ -256,12 +260,13 @@ def evaluate(expression: str, result: PollResult) -> bool:
 class _Evaluator:
     def __init__(self, names: dict[str, Any]) -> None:
         self.names = names
+        self.meter = Meter()
 
     def visit(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:  # check() lets nothing else through; this is the second lock
             raise ConditionError(f"stop_on may not use {_describe(node)}")
-        return _bounded(method(node))
+        return bounded(method(node))
 
     def _Constant(self, node: ast.Constant) -> Any:
         return node.value
@@ -290,18 +295,16 @@ class _Evaluator:
 
     def _BinOp(self, node: ast.BinOp) -> Any:
         left, right = self.visit(node.left), self.visit(node.right)
-        if isinstance(node.op, ast.Mult):
-            _check_repeat(left, right)
-        if isinstance(node.op, ast.Pow):
-            _check_power(left, right)
         if isinstance(node.op, ast.Mod) and isinstance(left, str):
             raise ConditionError("stop_on may not format strings with %")
+        self.meter.binary(node.op, left, right)
         return _BINARY[type(node.op)](left, right)
 
     def _Compare(self, node: ast.Compare) -> Any:
         left = self.visit(node.left)
         for op, comparator in zip(node.ops, node.comparators, strict=True):
             right = self.visit(comparator)
+            self.meter.compare(op, left, right)
             if not _COMPARE[type(op)](left, right):
                 return False
             left = right
@@ -315,7 +318,9 @@ class _Evaluator:
         if not isinstance(value, str | list | tuple | dict):
             kind = type(value).__name__
             raise ConditionError(f"stop_on may index only strings, lists and dicts, not {kind}")
-        return value[self.visit(node.slice)]
+        key = self.visit(node.slice)
+        self.meter.key(value, key)
+        return value[key]
 
     def _Slice(self, node: ast.Slice) -> slice:
         parts = (node.lower, node.upper, node.step)
@@ -336,6 +341,7 @@ class _Evaluator:
         func = SAFE_FUNCTIONS.get(name) or TYPE_NAMES.get(name)
         if func is None:
             raise ConditionError("stop_on may call only the safe functions and plain methods")
+        self.meter.call(name, args)
         return func(*args, **kwargs)
 
     def _method(self, attribute: ast.Attribute, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -343,41 +349,5 @@ class _Evaluator:
         allowed = METHODS.get(type(receiver), frozenset())
         if attribute.attr not in allowed:
             raise ConditionError(f"stop_on may not call .{attribute.attr}() on a {type(receiver).__name__}")
-        if attribute.attr == "replace" and len(args) >= 2:
-            _check_replace(receiver, args[0], args[1])
-        if attribute.attr == "join" and args:
-            _check_join(receiver, args[0])
+        self.meter.method(receiver, attribute.attr, args)
         return getattr(receiver, attribute.attr)(*args, **kwargs)
-
-
-def _bounded(value: Any) -> Any:
-    if isinstance(value, str | list | tuple | dict) and len(value) > MAX_VALUE_LENGTH:
-        raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
-    return value
-
-
-def _check_repeat(left: Any, right: Any) -> None:
-    for seq, times in ((left, right), (right, left)):
-        is_repeat = isinstance(seq, str | list | tuple) and isinstance(times, int)
-        if is_repeat and len(seq) * max(times, 0) > MAX_VALUE_LENGTH:
-            raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
-
-
-def _check_power(base: Any, exponent: Any) -> None:
-    whole = isinstance(base, int) and isinstance(exponent, int) and exponent > 0
-    if whole and max(abs(base).bit_length(), 1) * exponent > MAX_POWER_BITS:
-        raise LimitError(f"stop_on's power is too large (over {MAX_POWER_BITS} bits)")
-
-
-def _check_replace(text: Any, old: Any, new: Any) -> None:
-    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
-        growth = (text.count(old) if old else len(text) + 1) * max(len(new) - len(old), 0)
-        if len(text) + growth > MAX_VALUE_LENGTH:
-            raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")
-
-
-def _check_join(separator: str, items: Any) -> None:
-    if isinstance(items, list | tuple | str | dict) and len(items) > 1:
-        size = len(separator) * (len(items) - 1) + sum(len(i) for i in items if isinstance(i, str))
-        if size > MAX_VALUE_LENGTH:
-            raise LimitError(f"stop_on built a value longer than {MAX_VALUE_LENGTH:,}")

@@ -6,7 +6,9 @@ A claim is a token written by a conditional UPDATE (on PostgreSQL, over rows pic
 `FOR UPDATE SKIP LOCKED`, so concurrent passes split the due watches instead of queueing on
 them), and every later write is conditional on it: however many passes and workers run, one
 claim polls a watch at most once. A claim whose poll never ended (its task lost, its worker
-dead) lapses after the command timeout plus a grace, and the watch is claimed again.
+dead) lapses after the command timeout plus a grace, and the watch is claimed again; a poll that
+had started then counts as one of the watch's polls, so that a command or a condition that kills
+its worker every time ends the watch at `max_polls` instead of being polled for ever.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, case, or_, update
 from sqlmodel import col, select
 
 from app.engine.outbox import ordered
@@ -36,6 +38,7 @@ from app.watches.reports import Verdict, report
 log = logging.getLogger(__name__)
 
 CANCEL_CHECK_SECONDS = 1.0  # how often a running poll looks whether its watch was cancelled
+LOST_POLL = "the poll did not finish: its worker stopped, or it ran past tools.timeout + 60 s"
 
 
 def claim_lease_seconds(rt: Runtime) -> float:
@@ -58,6 +61,7 @@ def claim_due(rt: Runtime, limit: int = WATCH_CLAIMS_PER_PASS) -> list[tuple[str
         col(Watch.next_poll_at) <= rt.db.now(),
         or_(col(Watch.claimed_at).is_(None), col(Watch.claimed_at) < rt.db.ago(claim_lease_seconds(rt))),
     )
+    lost = col(Watch.poll_started_at).is_not(None)  # a poll started under a claim that lapsed
     with rt.db.session() as s:
         pick = select(Watch.id).where(due).order_by(col(Watch.next_poll_at)).limit(limit)
         if rt.db.is_postgresql:
@@ -68,7 +72,13 @@ def claim_due(rt: Runtime, limit: int = WATCH_CLAIMS_PER_PASS) -> list[tuple[str
         s.exec(
             update(Watch)
             .where(col(Watch.id).in_(ids), due)
-            .values(claim_token=token, claimed_at=rt.db.now(), poll_started_at=None)
+            .values(
+                claim_token=token,
+                claimed_at=rt.db.now(),
+                poll_started_at=None,
+                polls=case((lost, col(Watch.polls) + 1), else_=col(Watch.polls)),
+                last_error=case((lost, LOST_POLL), else_=col(Watch.last_error)),
+            )
         )
         taken = s.exec(select(Watch.id).where(col(Watch.id).in_(ids), Watch.claim_token == token)).all()
     return [(watch_id, token) for watch_id in taken]
@@ -82,6 +92,9 @@ def poll(rt: Runtime, watch_id: str, token: str) -> None:
     with rt.db.reader() as s:
         ws = s.get(Workstream, watch.ws_id)
     if ws is None:
+        return
+    if watch.polls >= watch.max_polls:  # its last polls never finished: it ends without another
+        _finish(rt, watch, token, *_lost(watch))
         return
     result = _run(rt, watch, ws)
     verdict = judge(watch, result)
@@ -125,6 +138,14 @@ def _run(rt: Runtime, watch: Watch, ws: Workstream) -> PollResult:
     if done.stopped == "timeout":
         text += f"\n[timed out after {timeout} s and was stopped]"
     return PollResult(truncate(text, WATCH_OUTPUT_CHARS), done.returncode, watch.last_output)
+
+
+def _lost(watch: Watch) -> tuple[PollResult, Verdict]:
+    """What a watch whose polls ran out while the last of them was lost ends with: the last
+    output a poll stored, and why there is no newer one."""
+    exit_code = -1 if watch.last_exit_code is None else watch.last_exit_code
+    result = PollResult(watch.last_output or "", exit_code, watch.last_output)
+    return result, Verdict(fired=False, exhausted=True, polls=watch.polls, error=watch.last_error, lost=True)
 
 
 def _cancel_check(rt: Runtime, watch_id: str) -> Any:

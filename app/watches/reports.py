@@ -14,7 +14,8 @@ class Verdict:
     fired: bool
     exhausted: bool  # max_polls reached without firing
     polls: int  # counting this one
-    error: str | None = None  # stop_on could not be evaluated on this poll
+    error: str | None = None  # stop_on could not be evaluated on this poll, or why it was lost
+    lost: bool = False  # this poll never finished; the result is the last one a poll stored
 
 
 def report(watch: Watch, result: PollResult, verdict: Verdict) -> str:
@@ -28,9 +29,11 @@ def report(watch: Watch, result: PollResult, verdict: Verdict) -> str:
     lines = [
         f"[watch {watch.name!r} {why} (poll {verdict.polls}, every {describe(watch.poll_every)})]",
         f"$ {watch.command}",
-        f"exit code: {result.exit_code}",
     ]
-    if verdict.error:
+    if verdict.lost:
+        lines.append(f"({verdict.error}; the exit code and output below are an earlier poll's)")
+    lines.append(f"exit code: {result.exit_code}")
+    if verdict.error and not verdict.lost:
         lines.append(f"(stop_on could not be evaluated on the last poll: {verdict.error})")
     lines.append("output:")
     lines.append(result.output or "(no output)")

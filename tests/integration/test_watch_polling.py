@@ -173,6 +173,65 @@ def test_max_polls_ends_the_watch_with_its_last_output_and_the_stop_on_error(rt,
     assert "stop_on could not be evaluated" in ended.result
 
 
+def test_a_stop_on_past_the_limits_fails_each_poll_which_still_counts_and_ends_at_max_polls(rt, tmp_path):
+    """The audit's expression: harmless on create's empty trial, past the limits on real output.
+    Each poll is refused before anything is built, counted, and the watch ends at max_polls."""
+    ws = workstreams.create(rt, working_dir=str(tmp_path))
+    stop_on = "str([output] * 999999) if output else False"
+    watch = store.create(rt.db, ws.id, spec(name="huge", command="echo hello", stop_on=stop_on, max_polls=2))
+    poll_once(rt, watch.id)
+    polled = load(rt, watch.id)
+    assert polled.status == WatchStatus.ACTIVE and polled.polls == 1 and polled.claim_token is None
+    assert polled.last_error == "stop_on would build a value longer than 1,000,000"
+    make_due(rt, watch.id)
+    poll_once(rt, watch.id)
+    ended = load(rt, watch.id)
+    assert ended.status == WatchStatus.EXHAUSTED and ended.polls == 2 and ended.result is not None
+    assert (
+        "(stop_on could not be evaluated on the last poll: stop_on would build a value longer" in ended.result
+    )
+
+
+def test_a_poll_that_never_finished_counts_and_the_last_allowed_one_ends_the_watch(rt, tmp_path):
+    """A worker that dies mid-poll (its command or its condition killed it) leaves its claim
+    started; once the claim lapses the lost poll counts, so such a watch ends at max_polls
+    rather than being polled for ever, and the model is told why."""
+    ws = workstreams.create(rt, working_dir=str(tmp_path))
+    watch = store.create(
+        rt.db, ws.id, spec(name="dies", command="echo poll >> polls.txt; echo same", max_polls=3)
+    )
+    poll_once(rt, watch.id)  # one poll that finished: its output is kept
+
+    def lose_the_poll(token: str) -> None:  # what a worker killed mid-poll leaves, its lease run out
+        with rt.db.session() as s:
+            s.exec(
+                update(Watch)
+                .where(col(Watch.id) == watch.id, col(Watch.claim_token) == token)
+                .values(poll_started_at=datetime.now(UTC), claimed_at=datetime.now(UTC) - timedelta(hours=1))
+            )
+
+    make_due(rt, watch.id)
+    ((_, second),) = poller.claim_due(rt)
+    lose_the_poll(second)
+    ((_, third),) = poller.claim_due(rt)  # taken again, the lost poll counted
+    counted = load(rt, watch.id)
+    assert counted.polls == 2 and counted.status == WatchStatus.ACTIVE
+    assert counted.last_error == poller.LOST_POLL and store.summary(counted)["last_error"] == poller.LOST_POLL
+    lose_the_poll(third)
+    poll_once(rt, watch.id)  # the third poll was the lost one: the watch ends without a fourth
+    ended = load(rt, watch.id)
+    assert ended.status == WatchStatus.EXHAUSTED and ended.polls == 3 and poller.claim_due(rt) == []
+    assert (tmp_path / "polls.txt").read_text() == "poll\n"  # only the first poll ran the command
+    assert ended.result is not None and ended.result.startswith(
+        "[watch 'dies' ended without firing: it reached its limit of 3 polls (poll 3, every 10s)]"
+    )
+    assert f"({poller.LOST_POLL}; the exit code and output below are an earlier poll's)" in ended.result
+    assert ended.result.endswith("exit code: 0\noutput:\nsame")
+    with rt.db.session() as s:
+        (turn,) = s.exec(select(Turn).where(Turn.ws_id == ws.id)).all()
+    assert turn.origin == "watch" and turn.message == ended.result
+
+
 def test_a_poll_keeps_bash_rules_secrets_scrubbed_and_output_cut_at_64k(rt, tmp_path):
     ws = workstreams.create(rt, working_dir=str(tmp_path))
     command = 'echo "key=${OPENAI_API_KEY:-none}"; pwd; python3 -c "print(\'x\' * 200000)"; exit 3'
