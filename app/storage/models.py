@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from app.storage.types import SafeJSON, SafeText
+from app.storage.types import ExactText, SafeJSON, SafeText
 
 
 def utcnow() -> datetime:
@@ -288,7 +288,8 @@ class Watch(SQLModel, table=True):
     claim_token: str | None = Field(default=None, max_length=32)
     claimed_at: datetime | None = None
     poll_started_at: datetime | None = None
-    last_output: str | None = Field(default=None, sa_column=Column(SafeText))
+    # Compared with the next poll's output: read back exactly as written, NULs included.
+    last_output: str | None = Field(default=None, sa_column=Column(ExactText))
     last_exit_code: int | None = None
     last_polled_at: datetime | None = None
     # stop_on failed to evaluate on the last poll, or the last poll never finished

@@ -145,6 +145,75 @@ def test_a_change_of_output_fires_and_starts_a_turn_with_a_watch_message(rt, tmp
     assert user.origin == "watch" and user.turn_id == turn.id
 
 
+@pytest.mark.parametrize(
+    "printed",
+    [
+        b"a\x00b\n",
+        b"\xff\xfe is not UTF-8\x00\n",  # read as U+FFFD
+        b"\\x00 and \\ufdd0 and \\\\ are only backslashes\n",
+        "\ufdd0".encode() + b"starts as a stored escaped text does\x00",
+        b"x\x00" * 40000,  # past 64 KB: cut in the middle
+    ],
+    ids=["nul", "not-utf8", "backslashes", "mark", "cut"],
+)
+def test_unchanged_output_never_counts_as_changed_whatever_it_holds(rt, tmp_path, printed):
+    """The previous output comes back from the database exactly as the poll saw it, so the
+    next poll compares like with like, and `prev_output` is what the command printed."""
+    ws = workstreams.create(rt, working_dir=str(tmp_path))
+    (tmp_path / "out").write_bytes(printed)
+    same = store.create(rt.db, ws.id, spec(name="same", command="cat out"))
+    equal = store.create(
+        rt.db, ws.id, spec(name="equal", command="cat out", stop_on="prev_output not in (None, output)")
+    )
+
+    def poll_both() -> None:
+        for watch in (same, equal):
+            make_due(rt, watch.id)
+        claimed = poller.claim_due(rt)
+        assert len(claimed) == 2
+        for watch_id, token in claimed:
+            poller.poll(rt, watch_id, token)
+
+    for _ in range(3):
+        poll_both()
+    first = printed.decode("utf-8", "replace").removesuffix("\n")  # as bash gives it
+    for watch in (same, equal):
+        polled = load(rt, watch.id)
+        assert polled.status == WatchStatus.ACTIVE and polled.polls == 3 and polled.last_error is None
+        assert polled.last_output is not None and polled.last_output[:100] == first[:100]
+    (tmp_path / "out").write_bytes(printed + b"!")
+    poll_both()
+    for watch in (same, equal):
+        fired = load(rt, watch.id)
+        assert fired.status == WatchStatus.FIRED and fired.polls == 4
+
+
+def test_a_watchs_last_output_is_read_back_exactly_as_written(rt):
+    ws = workstreams.create(rt)
+    watch = store.create(rt.db, ws.id, spec())
+    texts = [
+        "a\x00b",
+        "\ud800 and \udfff",
+        "\\x00",
+        "\\u0000",
+        "\\",
+        "\\u12",
+        "\ufdd0",
+        "\ufdd0\\u0041\x00",
+        "",
+    ]
+    for text in texts:
+        with rt.db.session() as s:
+            s.exec(update(Watch).where(col(Watch.id) == watch.id).values(last_output=text))
+        assert load(rt, watch.id).last_output == text
+        with rt.db.session() as s:
+            row = s.get(Watch, watch.id)
+            assert row is not None
+            row.last_output = text + "\x00"
+            s.add(row)
+        assert load(rt, watch.id).last_output == text + "\x00"
+
+
 def test_stop_on_fires_on_the_first_poll_that_makes_it_true(rt, tmp_path):
     ws = workstreams.create(rt, working_dir=str(tmp_path))
     watch = store.create(
