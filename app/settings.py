@@ -226,6 +226,9 @@ NOTIFY_MAX_PER_TURN = 5  # successful notifications; failed ones do not count
 NOTIFY_RETRY_DELAYS = (1.0, 3.0)  # seconds before the second and the third attempt
 NOTIFY_CONNECT_TIMEOUT_SECONDS = 5.0
 NOTIFY_TIMEOUT_SECONDS = 30.0  # one attempt, the gateway's deliveries included
+# A notify call that finds the turn's slots all taken, some still being sent, looks this often
+# whether they settled (sent, or given back) before it decides.
+NOTIFY_SETTLE_POLL_SECONDS = 0.25
 DELIVERY_TIMEOUT_SECONDS = 10.0  # the gateway's one post to a platform
 MAX_CHANNELS_PER_USER = 20
 MAX_CHANNEL_URL_CHARS = 2048

@@ -31,6 +31,12 @@ class Outcome:
     reason: str = ""  # why it failed in the end
 
 
+def longest_send(settings: NotifySettings) -> float:
+    """How long `send` may take: every attempt at its time limits, and the pauses between them."""
+    attempts = len(settings.retry_delays) + 1
+    return attempts * (NOTIFY_CONNECT_TIMEOUT_SECONDS + NOTIFY_TIMEOUT_SECONDS) + sum(settings.retry_delays)
+
+
 class _Final(Exception):
     """A failure that another attempt cannot mend."""
 

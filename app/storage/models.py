@@ -399,8 +399,9 @@ class ChannelLink(SQLModel, table=True):
 
 
 class Notification(SQLModel, table=True):
-    """One of a turn's notifications: a slot taken before the gateway is asked and given back when
-    every attempt failed, so that at most NOTIFY_MAX_PER_TURN succeed, across worker restarts."""
+    """One of a turn's notifications: a slot taken before the gateway is asked, marked sent when it
+    went out and given back when every attempt failed, so that at most NOTIFY_MAX_PER_TURN
+    succeed, across worker restarts (app/gateway/quota.py)."""
 
     __tablename__ = "notifications"
     __table_args__ = (UniqueConstraint("turn_id", "slot"),)
@@ -409,4 +410,5 @@ class Notification(SQLModel, table=True):
     turn_id: str = Field(max_length=32, index=True)
     slot: int
     call_id: str | None = Field(default=None, max_length=200)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow)  # when the slot was taken
+    sent_at: datetime | None = None  # None while its notification is being sent

@@ -28,24 +28,32 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if ctx.db is None or ctx.turn_id is None:
         return ToolOutcome("Error: notify needs the service (its storage and a turn)", True)
     wanted = NotifyRequest.from_fields(args)
-    slot = quota.take(ctx.db, ctx.turn_id, ctx.call_id)
-    if slot is None:
-        return ToolOutcome(
-            f"Error: notify is limited to {NOTIFY_MAX_PER_TURN} successful notifications per turn, "
-            f"and this turn has sent {NOTIFY_MAX_PER_TURN}; not sent",
-            True,
-        )
     settings = ctx.settings.notify
+    slot = quota.take(ctx.db, ctx.turn_id, ctx.call_id, client.longest_send(settings), ctx.is_cancelled)
+    if isinstance(slot, quota.Full):
+        return ToolOutcome(_refusal(slot), True)
     outcome = client.send(ctx.db, settings, wanted, is_cancelled=ctx.is_cancelled)
     if not outcome.ok:
         quota.give_back(ctx.db, ctx.turn_id, slot)
         tries = f"{outcome.attempts} attempt{'s' if outcome.attempts > 1 else ''}"
         return ToolOutcome(_scrub(f"Error: notification not sent after {tries}: {outcome.reason}", ctx), True)
+    quota.confirm(ctx.db, ctx.turn_id, slot)
     lines = [f"Notification sent to {wanted.target} via {', '.join(outcome.delivered)} "
-             f"({quota.used(ctx.db, ctx.turn_id)} of {NOTIFY_MAX_PER_TURN} this turn)."]  # fmt: skip
+             f"({quota.sent(ctx.db, ctx.turn_id)} of {NOTIFY_MAX_PER_TURN} this turn)."]  # fmt: skip
     if outcome.failed:
         lines.append("Not reached: " + "; ".join(outcome.failed))
     return ToolOutcome(_scrub("\n".join(lines), ctx))
+
+
+def _refusal(full: quota.Full) -> str:
+    limit = f"Error: notify is limited to {NOTIFY_MAX_PER_TURN} successful notifications per turn"
+    if not full.unsettled:
+        return f"{limit}, and this turn has sent {full.sent}; not sent"
+    if full.unsettled == 1:
+        unknown = "1 more did not finish (it may have gone out)"
+    else:
+        unknown = f"{full.unsettled} more did not finish (they may have gone out)"
+    return f"{limit}; this turn has sent {full.sent}, and {unknown}; not sent"
 
 
 def _scrub(text: str, ctx: ToolContext) -> str:

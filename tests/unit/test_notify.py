@@ -6,17 +6,20 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import jwt
 import pytest
+from sqlmodel import update
 
 from app.gateway import client, quota, registry, tokens
 from app.gateway.request import NotifyRequest, RequestError
 from app.settings import GATEWAY_KIND, NotifySettings, Settings, SettingsError
 from app.storage.database import Database
 from app.storage.migrate import upgrade
+from app.storage.models import Notification, ServiceRecord
 from app.tools import notify
 from app.tools.base import ToolContext, ToolSettings
 
@@ -239,12 +242,6 @@ def test_the_retry_delays_are_real_seconds(db):
 
 def test_a_stale_gateway_is_passed_over_for_a_fresh_one(db):
     stale = registry.register(db, GATEWAY_KIND, "http://127.0.0.1:3")
-    from datetime import UTC, datetime, timedelta
-
-    from sqlmodel import update
-
-    from app.storage.models import ServiceRecord
-
     with db.session() as s:
         s.exec(update(ServiceRecord).where(ServiceRecord.id == stale).values(  # type: ignore[arg-type]
             heartbeat_at=datetime.now(UTC) - timedelta(seconds=60)))  # fmt: skip
@@ -261,14 +258,19 @@ def test_a_stale_gateway_is_passed_over_for_a_fresh_one(db):
 def test_five_slots_per_turn_and_a_failure_gives_its_slot_back(db):
     slots = [quota.take(db, "turn1", f"c{n}") for n in range(5)]
     assert slots == [1, 2, 3, 4, 5]
-    assert quota.take(db, "turn1", "c6") is None
+    for slot in (1, 2, 4, 5):
+        quota.confirm(db, "turn1", slot)
+    assert quota.take(db, "turn1", "c6") == quota.Full(sent=4, unsettled=1)  # slot 3 still being sent
     assert quota.take(db, "turn2", "c1") == 1  # another turn has its own
     quota.give_back(db, "turn1", 3)
-    assert quota.take(db, "turn1", "c7") == 3 and quota.used(db, "turn1") == 5
+    assert quota.take(db, "turn1", "c7") == 3
+    quota.confirm(db, "turn1", 3)
+    quota.give_back(db, "turn1", 3)  # a sent slot is never given back
+    assert quota.sent(db, "turn1") == 5 and quota.take(db, "turn1", "c8") == quota.Full(sent=5, unsettled=0)
 
 
 def test_parallel_calls_of_one_batch_take_at_most_five_slots(db):
-    got: list[int | None] = []
+    got: list[int | quota.Full] = []
 
     def take(n: int) -> None:
         got.append(quota.take(Database(db.url), "turn-par", f"c{n}"))
@@ -278,7 +280,90 @@ def test_parallel_calls_of_one_batch_take_at_most_five_slots(db):
         t.start()
     for t in threads:
         t.join()
-    assert sorted(s for s in got if s is not None) == [1, 2, 3, 4, 5] and got.count(None) == 4
+    assert sorted(s for s in got if isinstance(s, int)) == [1, 2, 3, 4, 5]
+    assert [s for s in got if not isinstance(s, int)] == [quota.Full(sent=0, unsettled=5)] * 4
+
+
+def test_a_call_that_finds_every_slot_taken_waits_for_those_being_sent(db, monkeypatch):
+    """The audit's batch: six parallel calls, the first of which fails after the next four went
+    out. The sixth finds all five slots taken, waits for the first to settle, takes its slot and
+    is sent: five notifications, and every count the model reads is true."""
+    first_sending, sixth_waiting = threading.Event(), threading.Event()
+    sent: list[str] = []
+
+    def fake_send(_db, _settings, wanted, **_kw):  # the gateway's seam
+        if wanted.message == "m0":
+            first_sending.set()
+            sixth_waiting.wait(timeout=10)
+            return client.Outcome(False, 3, reason="platform down")
+        sent.append(wanted.message)
+        return client.Outcome(True, 1, ["discord 'ops'"])
+
+    def the_sixth_waits() -> bool:  # the call's cancel check, asked while it waits
+        sixth_waiting.set()
+        return False
+
+    monkeypatch.setattr(client, "send", fake_send)
+    results: dict[int, object] = {}
+
+    def call(n: int) -> None:
+        waits = the_sixth_waits if n == 5 else lambda: False
+        ctx = ToolContext(ws_id="w", working_dir="/tmp", db=Database(db.url), turn_id="t-wait",
+                          call_id=f"c{n}", is_cancelled=waits)  # fmt: skip
+        results[n] = notify.execute({"message": f"m{n}", "username": "ann"}, ctx)
+
+    first = threading.Thread(target=call, args=(0,))
+    first.start()
+    assert first_sending.wait(timeout=10)
+    for n in range(1, 5):  # the next four go out while the first is still being tried
+        other = threading.Thread(target=call, args=(n,))
+        other.start()
+        other.join()
+    sixth = threading.Thread(target=call, args=(5,))
+    sixth.start()
+    for t in (first, sixth):
+        t.join()
+    outputs = {n: r.output for n, r in results.items()}  # type: ignore[attr-defined]
+    assert outputs[0] == "Error: notification not sent after 3 attempts: platform down"
+    assert sent == ["m1", "m2", "m3", "m4", "m5"]
+    assert [outputs[n].split("(")[-1] for n in range(1, 6)] == [f"{k} of 5 this turn)." for k in range(1, 6)]
+
+
+def test_a_send_that_never_settles_is_waited_for_only_as_long_as_a_send_can_take(db):
+    for n in range(5):
+        assert quota.take(db, "t-lost", f"c{n}") == n + 1
+    for slot in (1, 2, 3, 4):
+        quota.confirm(db, "t-lost", slot)
+    started = time.monotonic()
+    assert quota.take(db, "t-lost", "c5", settle_seconds=0.5) == quota.Full(sent=4, unsettled=1)
+    assert 0.5 <= time.monotonic() - started < 5
+    with db.session() as s:  # its worker stopped long ago: nobody waits for it any more
+        s.exec(update(Notification).values(created_at=datetime.now(UTC) - timedelta(hours=1)))
+    started = time.monotonic()
+    assert quota.take(db, "t-lost", "c6", settle_seconds=600) == quota.Full(sent=4, unsettled=1)
+    assert time.monotonic() - started < 5
+
+
+def test_the_refusal_says_what_was_sent_and_what_is_unknown(db, monkeypatch):
+    """Four sent, and a fifth whose worker died while it was being sent (the slot it left, taken
+    an hour ago): the sixth is refused at once, and told exactly that."""
+    monkeypatch.setattr(client, "send", lambda *_a, **_k: client.Outcome(True, 1, ["discord 'ops'"]))
+    ctx = ToolContext(ws_id="w", working_dir="/tmp", db=db, turn_id="t-say", call_id="c")
+    for _ in range(4):
+        assert not notify.execute({"message": "m", "username": "ann"}, ctx).is_error
+    with db.session() as s:
+        s.add(
+            Notification(
+                turn_id="t-say", slot=5, call_id="lost", created_at=datetime.now(UTC) - timedelta(hours=1)
+            )
+        )
+    started = time.monotonic()
+    refused = notify.execute({"message": "m", "username": "ann"}, ctx)
+    assert refused.is_error and refused.output == (
+        "Error: notify is limited to 5 successful notifications per turn; this turn has sent 4, "
+        "and 1 more did not finish (it may have gone out); not sent"
+    )
+    assert time.monotonic() - started < 5
 
 
 def test_the_sixth_successful_notify_of_a_turn_is_an_error_naming_the_limit(db, monkeypatch):
