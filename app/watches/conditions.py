@@ -94,12 +94,16 @@ _ALLOWED_NODES = (
     ast.Slice,
     ast.List,
     ast.Tuple,
+    ast.Dict,
     ast.Attribute,
     ast.keyword,
     *_BINARY,
     *_UNARY,
     *_COMPARE,
 )
+
+
+_UNHASHABLE = "stop_on's dict keys must be strings, numbers, booleans or None"
 
 
 class ConditionError(ValueError):
@@ -179,6 +183,10 @@ def _check_node(node: ast.AST) -> None:
         )
     if isinstance(node, ast.Call):
         _check_call(node)
+    if isinstance(node, ast.Dict) and any(key is None for key in node.keys):
+        raise ConditionError("stop_on may not unpack a dict with **")
+    if isinstance(node, ast.Dict) and any(isinstance(key, ast.List | ast.Dict) for key in node.keys):
+        raise ConditionError(_UNHASHABLE)
     if isinstance(node, ast.Constant) and not isinstance(node.value, str | int | float | bool | type(None)):
         raise ConditionError(f"stop_on may not use the constant {type(node.value).__name__}")
 
@@ -210,7 +218,6 @@ def _describe(node: ast.AST) -> str:
         ast.Starred: "unpacking (*)",
         ast.Await: "await",
         ast.Yield: "yield",
-        ast.Dict: "dict literals",
         ast.Set: "set literals",
     }
     for kind, text in names.items():
@@ -331,6 +338,15 @@ class _Evaluator:
 
     def _Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:
         return tuple(self.visit(element) for element in node.elts)
+
+    def _Dict(self, node: ast.Dict) -> dict[Any, Any]:
+        # As written, so as large as the expression: `data.get("pr", {})`, `{"state": "open"}`.
+        keys, values = node.keys, node.values
+        pairs = [(self.visit(key), self.visit(value)) for key, value in zip(keys, values, strict=True)]
+        try:
+            return dict(pairs)
+        except TypeError:  # a key that is a list or a dict
+            raise ConditionError(_UNHASHABLE) from None
 
     def _Call(self, node: ast.Call) -> Any:
         args = [self.visit(arg) for arg in node.args]

@@ -40,6 +40,8 @@ MERGED = PollResult('{"state": "MERGED", "mergedAt": "2026-12-03", "checks": [1,
         ("'MERGED' if changed else 'x'", True),  # a non-empty string is true
         ("str(exit_code) in ('0', '1')", True),
         ("2 ** 10 == 1024", True),
+        ('data.get("pr", {}).get("state") is None', True),  # a dict literal, as a default
+        ('{"a": 1, "b": [2]}["b"][0] == 2 and {} == {}', True),
     ],
 )
 def test_expressions_of_the_spec_and_its_builtins(expression, expected):
@@ -78,7 +80,10 @@ def test_changed_compares_with_the_previous_poll():
         ("os", "may not use the name 'os'"),
         ("max(output, key=len)", "keyword arguments"),
         ("len(*output)", "unpack"),
-        ("{'a': 1}", "dict literals"),
+        ("{**data}", "unpack a dict"),
+        ("{'a': 1, **data}", "unpack a dict"),
+        ("{{1}: 1}", "set literals"),
+        ("{[1]: 1}", "dict keys must be"),
         ("output = 1", "not a valid expression"),
         ("import os", "not a valid expression"),
         ("", "non-empty"),
