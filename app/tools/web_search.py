@@ -12,6 +12,7 @@ from typing import Any
 
 from app.reranking.client import Reranker, RerankError
 from app.settings import (
+    RERANK_DOCUMENT_CHARS,
     WEB_SEARCH_DEFAULT_RESULTS,
     WEB_SEARCH_MAX_RESULTS,
     WEB_SEARCH_SNIPPET_CHARS,
@@ -104,7 +105,8 @@ def _reranked(query: str, results: list[Result], settings: ToolSettings) -> list
     or it fails: reranking may improve a search, never break one."""
     if settings.reranker is None or not settings.rerank_web_search or len(results) < 2:
         return results
-    documents = [f"{result.title}\n{result.snippet}".strip() for result in results]
+    # An engine's snippet has no bound of its own: the endpoint gets as much as any retrieval sends.
+    documents = [f"{result.title}\n{result.snippet}".strip()[:RERANK_DOCUMENT_CHARS] for result in results]
     try:
         order = Reranker.from_settings(settings.reranker).order(query, documents)
     except RerankError as exc:

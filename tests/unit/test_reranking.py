@@ -13,7 +13,7 @@ import pytest
 from app import cli
 from app.reranking.calibration import PROBES, Calibration, calibrate, write_threshold
 from app.reranking.client import Reranker, RerankError, parse_scores, wrap_query
-from app.settings import RerankerSettings, Settings, SettingsError, ToolSettings
+from app.settings import RERANK_DOCUMENT_CHARS, RerankerSettings, Settings, SettingsError, ToolSettings
 from app.tools import web_search
 from app.tools.base import ToolContext
 from tests.fakes.reranker import FakeReranker
@@ -274,6 +274,14 @@ def test_a_result_with_text_json_cannot_encode_is_reranked_all_the_same(searx, r
     found = search(searx, RerankerSettings(rerank.url + "/rerank", "m"))
     assert urls(found)[0] == "https://d.example/broken"
     assert rerank.requests[0]["body"]["documents"][2] == "Ruddy turnstone \ufffd migration\nfar \ufffd"
+
+
+def test_a_huge_snippet_reaches_the_reranker_cut_as_retrieval_cuts_its_texts(searx, rerank):
+    searx.answer([*POOL[:2], result("Ruddy turnstone migration", "https://e.example/long", "far " * 50_000)])
+    found = search(searx, RerankerSettings(rerank.url + "/rerank", "m"))
+    assert urls(found)[0] == "https://e.example/long"
+    sent = rerank.requests[0]["body"]["documents"]
+    assert len(sent[2]) == RERANK_DOCUMENT_CHARS and sent[2].startswith("Ruddy turnstone migration\nfar far")
 
 
 def test_rerank_web_search_off_keeps_the_backends_order(searx, rerank):
