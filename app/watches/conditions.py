@@ -341,8 +341,11 @@ class _Evaluator:
 
     def _Dict(self, node: ast.Dict) -> dict[Any, Any]:
         # As written, so as large as the expression: `data.get("pr", {})`, `{"state": "open"}`.
-        keys, values = node.keys, node.values
-        pairs = [(self.visit(key), self.visit(value)) for key, value in zip(keys, values, strict=True)]
+        pairs = []
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:  # `**data`: refused when the watch was created
+                raise ConditionError("stop_on may not unpack a dict with **")
+            pairs.append((self.visit(key), self.visit(value)))
         try:
             return dict(pairs)
         except TypeError:  # a key that is a list or a dict
