@@ -30,7 +30,7 @@ from app.settings import WATCH_CLAIM_GRACE_SECONDS, WATCH_CLAIMS_PER_PASS, WATCH
 from app.storage.models import Watch, WatchStatus, Workstream, utcnow
 from app.tools import bash
 from app.tools.base import ToolContext
-from app.tools.truncation import truncate
+from app.tools.truncation import truncate_pieces
 from app.watches import delivery, store
 from app.watches.conditions import ConditionError, PollResult, evaluate
 from app.watches.reports import Verdict, report
@@ -134,10 +134,11 @@ def _run(rt: Runtime, watch: Watch, ws: Workstream) -> PollResult:
         done = bash.run(watch.command, timeout, ctx)
     except OSError as exc:  # no bash, no room for a process: a failed poll, not a lost claim
         return PollResult(f"Error: the command could not be started: {exc}", -1, watch.last_output)
-    text = done.text
+    # One notice, counting what bash did not keep while the command ran as well.
+    text = truncate_pieces(done.pieces, WATCH_OUTPUT_CHARS)
     if done.stopped == "timeout":
         text += f"\n[timed out after {timeout} s and was stopped]"
-    return PollResult(truncate(text, WATCH_OUTPUT_CHARS), done.returncode, watch.last_output)
+    return PollResult(text, done.returncode, watch.last_output)
 
 
 def _lost(watch: Watch) -> tuple[PollResult, Verdict]:

@@ -3,6 +3,7 @@ polls, firing, the depth guard. The whole service with beat is in test_watch_ser
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -313,6 +314,22 @@ def test_a_poll_keeps_bash_rules_secrets_scrubbed_and_output_cut_at_64k(rt, tmp_
     assert (
         len(polled.last_output) < 64 * 1024 + 200 and "characters cut from the middle" in polled.last_output
     )
+
+
+def test_a_poll_past_what_bash_keeps_says_how_much_was_cut_in_all(rt, tmp_path):
+    # 3,000,000 characters: more than bash keeps while it runs (4 x tools.truncation), so two
+    # cuts; the one notice counts both.
+    ws = workstreams.create(rt, working_dir=str(tmp_path))
+    watch = store.create(rt.db, ws.id, spec(command="python3 -c \"print('x' * 3_000_000)\""))
+    poll_once(rt, watch.id)
+    output = load(rt, watch.id).last_output
+    assert output is not None
+    [notice] = re.findall(
+        r"\n\n\[\.\.\. ([\d,]+) characters cut from the middle of this output \.\.\.\]\n\n", output
+    )
+    kept = len(output) - len(f"\n\n[... {notice} characters cut from the middle of this output ...]\n\n")
+    assert kept + int(notice.replace(",", "")) == 3_000_000  # the last newline ends the output
+    assert "not kept" not in output
 
 
 def test_a_watch_cancelled_while_it_polls_delivers_nothing(rt, tmp_path):
