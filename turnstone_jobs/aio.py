@@ -126,10 +126,10 @@ class AsyncClient:
     async def mcp(self) -> dict[str, Any]:
         return dict(await self._call("GET", f"{protocol.API}/mcp"))
 
-    async def mcp_refresh(self, server: str | None = None) -> dict[str, Any]:
-        return dict(
-            await self._call("POST", f"{protocol.API}/mcp/refresh", {"server": server} if server else {})
-        )
+    async def mcp_refresh(self, server: str | None = None, reconnect: bool = False) -> dict[str, Any]:
+        """Every worker rediscovers `server` (or all); with `reconnect`, connects it anew."""
+        body = protocol.refresh_body(server, reconnect)
+        return dict(await self._call("POST", f"{protocol.API}/mcp/refresh", body))
 
     async def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None

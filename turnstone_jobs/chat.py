@@ -34,8 +34,9 @@ commands:
   /history [N]                       the last N messages (10)
   /workstreams                       your workstreams
   /switch WS_ID                      follow another workstream
-  /mcp                               MCP servers and their state
-  /mcp refresh [SERVER]              ask the workers to reconnect (admin)
+  /mcp                               MCP servers, their state and their tools
+  /mcp refresh [SERVER]              the workers list a server's tools again (admin)
+  /mcp reconnect [SERVER]            the workers connect a server anew (admin)
   /watches                           this workstream's watches
   /skill [NAME]                      list skills; with NAME, a new workstream with that skill
   /help                              this text
@@ -318,9 +319,13 @@ class Chat:
 
     def cmd_mcp(self, rest: str) -> None:
         words = rest.split()
-        if words and words[0] == "refresh":
-            answer = self.client.mcp_refresh(words[1] if len(words) > 1 else None)
-            self.render.line(f"refreshing {answer.get('refreshing')}: {answer.get('workers')} worker(s) told")
+        if words and words[0] in ("refresh", "reconnect"):
+            reconnect = words[0] == "reconnect"
+            answer = self.client.mcp_refresh(words[1] if len(words) > 1 else None, reconnect=reconnect)
+            doing = "reconnecting" if reconnect else "refreshing"
+            # The workers do it in their own time: /mcp shows what they report once they have.
+            told = f"{answer.get('workers')} worker(s) told"
+            self.render.line(f"{doing} {answer.get('refreshing')}: {told}; /mcp shows the result")
             return
         overview = self.client.mcp()
         servers = overview.get("servers") or []
@@ -330,6 +335,8 @@ class Chat:
             counts = s.get("counts") or {}
             error = f" — {s.get('last_error')}" if s.get("last_error") else ""
             self.render.line(f"{s.get('name')}: {s.get('state')}, {counts.get('tools', 0)} tools{error}")
+            for tool in s.get("tools") or []:
+                self.render.line(f"  {tool}  [MCP: {s.get('name')}]")
 
     def cmd_watches(self, _rest: str) -> None:
         watches = self.client.watches(self.ws_id)

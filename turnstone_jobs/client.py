@@ -128,8 +128,10 @@ class Client:
     def mcp(self) -> dict[str, Any]:
         return dict(self._call("GET", f"{protocol.API}/mcp"))
 
-    def mcp_refresh(self, server: str | None = None) -> dict[str, Any]:
-        return dict(self._call("POST", f"{protocol.API}/mcp/refresh", {"server": server} if server else {}))
+    def mcp_refresh(self, server: str | None = None, reconnect: bool = False) -> dict[str, Any]:
+        """Every worker rediscovers `server` (or all); with `reconnect`, connects it anew."""
+        body = protocol.refresh_body(server, reconnect)
+        return dict(self._call("POST", f"{protocol.API}/mcp/refresh", body))
 
     # -- a turn ----------------------------------------------------------------------
 

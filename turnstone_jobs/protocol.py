@@ -17,6 +17,12 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024  # one event (a long tool result) may be far 
 RECONNECT_DELAYS = (0.1, 0.25, 0.5, 1.0, 2.0)  # then 2 s apart, until reconnect_timeout
 
 
+def refresh_body(server: str | None, reconnect: bool) -> dict[str, Any]:
+    """POST .../mcp/refresh's body: one server or all, connected anew or only rediscovered."""
+    body: dict[str, Any] = {"server": server} if server else {}
+    return {**body, "reconnect": True} if reconnect else body
+
+
 def ws_path(ws_id: str, suffix: str = "") -> str:
     return f"{API}/workstreams/{quote(ws_id, safe='')}{suffix}"
 

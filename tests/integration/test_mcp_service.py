@@ -6,6 +6,7 @@ mcp-server-time in the $TURNSTONE_MCP_CONFIG file, and more through the admin AP
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from sqlmodel import Session, create_engine, select
 
 from app.storage.models import PromptTemplate
@@ -23,7 +25,9 @@ from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.client import Api, EventSocket, wait_until
 from tests.integration.conftest import BACKENDS
 from tests.integration.mcp_peers import FakeMCP, everything_stdio, time_server
-from tests.integration.services import Services, postgres_available
+from tests.integration.services import API_TOKEN, Services, postgres_available
+from turnstone_jobs.chat import Chat
+from turnstone_jobs.client import Client
 
 pytestmark = pytest.mark.integration
 # With server-everything's tools the workstream has more than tools.search_threshold (20): tool
@@ -316,6 +320,26 @@ def test_an_admin_can_have_a_connected_server_connected_anew(services: Services,
     for bad in ("yes", 1, "\u0000", [True], {"x": 1}):  # null is leaving it out
         refused = api.http.post("/v1/api/mcp/refresh", json={"server": "fake", "reconnect": bad})
         assert refused.status_code == 400 and refused.json()["field"] == "reconnect", (bad, refused.text)
+
+
+def test_the_terminal_clients_mcp_lists_each_servers_tools_and_reconnects_one(
+    services: Services, api: Api
+) -> None:
+    connected(api, SERVERS)
+    out = io.StringIO()
+    chat = Chat(Client(services.base_url, API_TOKEN), "", Console(file=out, width=200), {})
+    chat.cmd_mcp("")
+    listed = out.getvalue().splitlines()
+    assert "fake: connected, " in "\n".join(listed)
+    assert (
+        "  mcp__fake__echo  [MCP: fake]" in listed and "  mcp__everything__echo  [MCP: everything]" in listed
+    )
+    fake = FAKES[services.base_url]
+    before = fake.pid()
+    chat.cmd_mcp("reconnect fake")
+    assert out.getvalue().splitlines()[-1] == "reconnecting fake: 1 worker(s) told; /mcp shows the result"
+    wait_until(lambda: fake.pid() != before, timeout=30, what="the fake connected anew")
+    connected(api, SERVERS)
 
 
 def test_prompts_are_synced_as_read_only_skills(services: Services, api: Api) -> None:
