@@ -26,7 +26,8 @@ def test_badge_and_panel_show_servers_state_counts_and_errors(
         assert added.status_code == 201 and broken.status_code == 201
         badge = page.locator("#mcp-badge")
         expect(badge).to_have_text("MCP 1", timeout=30_000)  # one of two connected
-        expect(badge).to_have_attribute("title", "1 of 2 MCP servers connected · 3 resources · 1 prompts")
+        # the fake lists two resources and two templates (`fake://files{/path*}` among them)
+        expect(badge).to_have_attribute("title", "1 of 2 MCP servers connected · 4 resources · 1 prompts")
         badge.click()
         row = page.locator('.mcp-row[data-server="browserfake"]')
         expect(row.locator(".badge")).to_have_text("connected")
