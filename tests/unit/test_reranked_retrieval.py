@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -26,26 +25,19 @@ from app.settings import (
 )
 from app.storage.database import Database
 from app.storage.migrate import upgrade
-from app.storage.models import Memory, PromptTemplate, Workstream
+from app.storage.models import PromptTemplate, Workstream
 from app.tools import skill
 from app.tools import tool_search as ts
 from app.tools.base import ToolContext
 from app.tools.pipeline import execute_call, prepare_call
 from app.tools.registry import build_registry
 from tests.fakes.reranker import FakeReranker
+from tests.unit.test_memory_relevance import memory
 from tests.unit.test_reranking import write_config
 from tests.unit.test_tool_search import Source
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MESSAGE = "owl nest map kestrel"  # the fake reranker reads words of four letters or more: nest, kestrel
 MEMORY = MemorySettings()  # inject at most 5, BM25's share gate 0.2
-
-
-def memory(name: str, content: str, age: int = 0, description: str = "") -> Memory:
-    when = T0 - timedelta(minutes=age)
-    return Memory(
-        id=name, name=name, content=content, description=description, updated_at=when, created_at=when
-    )
 
 
 # newest first, as storage hands them out. BM25 ranks owl_map first (three of the message's
