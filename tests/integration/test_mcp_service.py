@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -310,7 +311,9 @@ def test_an_admin_can_have_a_connected_server_connected_anew(services: Services,
     fake = FAKES[services.base_url]
     before = fake.pid()
     r = api.http.post("/v1/api/mcp/refresh", json={"server": "fake", "reconnect": True})
-    assert r.status_code == 202 and r.json() == {"refreshing": "fake", "reconnect": True, "workers": 1}
+    # workers: how many listened on the control channel (Redis pub/sub channels span databases)
+    assert r.status_code == 202 and r.json()["workers"] >= 1
+    assert {k: v for k, v in r.json().items() if k != "workers"} == {"refreshing": "fake", "reconnect": True}
     # a new session, so a new server process (stdio), connected again with its tools
     wait_until(lambda: fake.pid() != before, timeout=30, what="a new fake server process")
     connected(api, SERVERS)
@@ -337,7 +340,9 @@ def test_the_terminal_clients_mcp_lists_each_servers_tools_and_reconnects_one(
     fake = FAKES[services.base_url]
     before = fake.pid()
     chat.cmd_mcp("reconnect fake")
-    assert out.getvalue().splitlines()[-1] == "reconnecting fake: 1 worker(s) told; /mcp shows the result"
+    assert re.fullmatch(
+        r"reconnecting fake: \d+ worker\(s\) told; /mcp shows the result", out.getvalue().splitlines()[-1]
+    )
     wait_until(lambda: fake.pid() != before, timeout=30, what="the fake connected anew")
     connected(api, SERVERS)
 
