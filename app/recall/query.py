@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 
 from app.settings import RECALL_MAX_QUERY_CHARS, RECALL_MAX_TERMS
+from app.storage.types import UNSTORABLE  # no query text may carry them
 
 _TERM = re.compile(r'"([^"]*)"|([^\s"]+)')
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: what both databases' tokenizers keep
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # no query text may carry them
 
 
 class QueryError(ValueError):
@@ -42,7 +42,7 @@ def parse(text: str) -> Query:
         term = " ".join(_WORD.findall(written)).lower()
         if term and term not in terms:
             terms.append(term)
-            texts.append(_UNSTORABLE.sub(" ", written))
+            texts.append(UNSTORABLE.sub(" ", written))
     if not terms:
         raise QueryError("the query has no words to look for")
     if len(terms) > RECALL_MAX_TERMS:

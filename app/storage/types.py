@@ -15,14 +15,15 @@ from typing import Any
 from sqlalchemy import JSON, Text
 from sqlalchemy.types import TypeDecorator
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# What these types rewrite: NUL and lone surrogates (callers that must refuse them use this too).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def storable(text: str) -> str:
     """`text` with NULs escaped and lone surrogates replaced (a no-op for ordinary text)."""
-    if not _UNSTORABLE.search(text):
+    if not UNSTORABLE.search(text):
         return text
-    return _UNSTORABLE.sub(lambda m: "\\x00" if m.group() == "\x00" else "\ufffd", text)
+    return UNSTORABLE.sub(lambda m: "\\x00" if m.group() == "\x00" else "\ufffd", text)
 
 
 def storable_json(value: Any) -> Any:
@@ -44,7 +45,7 @@ def encode_exact(text: str) -> str:
     """`text` as ExactText stores it: itself when it is storable (and does not start with the
     mark), else the mark and `text` with backslashes doubled and NULs and lone surrogates
     written `\\uXXXX`."""
-    if not _UNSTORABLE.search(text) and not text.startswith(_MARK):
+    if not UNSTORABLE.search(text) and not text.startswith(_MARK):
         return text
     return _MARK + _ESCAPED.sub(lambda m: "\\\\" if m.group() == "\\" else f"\\u{ord(m.group()):04x}", text)
 

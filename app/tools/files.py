@@ -5,21 +5,17 @@ the read-before-edit set, binary sniffing, and text loaded and saved byte for by
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import stat
 from typing import Any
 
+from app.storage.types import UNSTORABLE
 from app.tools.base import ToolContext
 
 SNIFF_BYTES = 8192  # a NUL byte in this much of the head marks a file as binary
 ENCODING = "utf-8"
 # Undecodable bytes survive a load and save unchanged (edits never corrupt them).
 ROUND_TRIP = "surrogateescape"
-# What a text argument may not hold: NUL (binary content) and lone surrogates (no character at
-# all). Stored call arguments rewrite both (app.storage.types), so a call taking them would write
-# one thing when it runs at once and another once approved; they are refused instead.
-_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 class FileToolError(Exception):
@@ -44,7 +40,7 @@ def path_argument(args: dict[str, Any], key: str, tool: str, required: bool = Tr
         raise FileToolError(f"Error: {tool} needs a non-empty '{key}' string")
     if "\0" in value:
         raise FileToolError(f"Error: '{key}' contains a NUL character, which no path can hold")
-    if found := _NOT_TEXT.search(value):
+    if found := UNSTORABLE.search(value):
         raise FileToolError(
             f"Error: '{key}' contains a lone surrogate (U+{ord(found.group()):04X}), which is not a "
             "character; send the path as text"
@@ -53,8 +49,10 @@ def path_argument(args: dict[str, Any], key: str, tool: str, required: bool = Tr
 
 
 def check_text(value: str, key: str, tool: str, where: str = "") -> None:
-    """`FileToolError` if the text argument `key` holds a NUL or a lone surrogate (see _NOT_TEXT)."""
-    found = _NOT_TEXT.search(value)
+    """`FileToolError` if the text argument `key` holds a NUL (binary content) or a lone surrogate
+    (no character at all): stored call arguments rewrite both (UNSTORABLE), so a call taking them
+    would write one thing when it runs at once and another once approved."""
+    found = UNSTORABLE.search(value)
     if found is None:
         return
     if found.group() == "\0":
