@@ -345,7 +345,9 @@ class _Evaluator:
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:  # `**data`: refused when the watch was created
                 raise ConditionError("stop_on may not unpack a dict with **")
-            pairs.append((self.visit(key), self.visit(value)))
+            written = self.visit(key)
+            self.meter.hashed(written)
+            pairs.append((written, self.visit(value)))
         try:
             return dict(pairs)
         except TypeError:  # a key that is a list or a dict

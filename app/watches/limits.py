@@ -89,7 +89,11 @@ class Meter:
     def key(self, container: Any, key: Any) -> None:
         """Before `container[key]`: a dict hashes its key."""
         if isinstance(container, dict):
-            self._visit(key)
+            self.hashed(key)
+
+    def hashed(self, key: Any) -> None:
+        """Before `key` is hashed: a dict's lookup, or a key of a dict literal."""
+        self._visit(key)
 
     def _visit(self, value: Any) -> None:
         if self._measure(extent, value) > MAX_PARTS:

@@ -114,6 +114,12 @@ def test_huge_numbers_and_strings_are_refused_without_being_built(expression):
     assert time.monotonic() - started < 1
 
 
+def test_a_dict_literals_key_is_hashed_only_within_the_bounds():
+    # a small shared structure whose hash would visit 8,000,000 parts: refused, never hashed
+    with pytest.raises(LimitError, match="compare, hash or search"):
+        validate("len({(((0,) * 200,) * 200,) * 200: 1}) == 1")
+
+
 def test_a_bound_that_depends_on_the_output_is_enforced_at_poll_time():
     validate("output * 100000 == ''")  # fine on an empty poll
     big = PollResult("x" * 1000, 0, None)
