@@ -16,7 +16,7 @@ from sqlmodel import col, select
 
 from app.storage.database import Database
 from app.storage.models import PromptTemplate, utcnow
-from app.storage.types import storable
+from app.storage.types import UNSTORABLE
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def _is_storable(prompt: dict[str, Any]) -> bool:
     name = prompt["name"]
     if len(name) > MAX_NAME_CHARS:
         why = f"its name is {len(name)} characters, a skill's at most {MAX_NAME_CHARS}"
-    elif storable(name) != name:
+    elif UNSTORABLE.search(name):
         why = "its name has a character the database cannot store (NUL, a lone surrogate)"
     else:
         return True
