@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.sandbox import settings as sandbox_settings
+from app.sandbox.settings import SandboxSettings
+
 # -- defaults -----------------------------------------------------------------
 
 DEFAULT_DATABASE_URL = "sqlite:///turnstone-jobs.db"
@@ -383,6 +386,7 @@ class Settings:
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
     memory: MemorySettings = field(default_factory=MemorySettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
     @property
     def max_body_bytes(self) -> int:
@@ -457,6 +461,7 @@ class Settings:
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
             memory=_memory_settings(config.get("memory", {})),
+            sandbox=_sandbox_settings(config.get("sandbox", {}), env),
         )
 
 
@@ -729,6 +734,13 @@ def _memory_settings(section: Any) -> MemorySettings:
     if not isinstance(threshold, int | float) or isinstance(threshold, bool) or threshold < 0:
         raise SettingsError(f"[memory] inject_threshold must be a number, 0 or more, got {threshold!r}")
     return MemorySettings(inject_max=inject_max, inject_threshold=float(threshold))
+
+
+def _sandbox_settings(section: Any, env: Mapping[str, str]) -> SandboxSettings:
+    try:
+        return sandbox_settings.from_section(section, env)
+    except sandbox_settings.SandboxSettingsError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:

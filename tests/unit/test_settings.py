@@ -99,3 +99,37 @@ def test_a_broken_config_file_says_where(tmp_path):
     path.write_text("[tools\n")
     with pytest.raises(SettingsError, match="config.toml"):
         Settings.load({"TURNSTONE_CONFIG": str(path)})
+
+
+def test_sandbox_defaults_keep_commands_off_the_network():
+    sandbox = Settings.from_mapping({}, {}).sandbox
+    assert sandbox.mode == "auto"
+    assert sandbox.default_network == "none" and "host" not in sandbox.networks
+    assert "/usr" in sandbox.read_only_roots
+
+
+def test_sandbox_data_root_comes_from_the_environment_first(tmp_path):
+    config = {"sandbox": {"data_root": "/srv/elsewhere"}}
+    assert Settings.from_mapping(config, {"TURNSTONE_DATA_ROOT": str(tmp_path)}).sandbox.data_root == str(
+        tmp_path
+    )
+    assert Settings.from_mapping(config, {}).sandbox.data_root == "/srv/elsewhere"
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        {"mode": "sometimes"},
+        {"networks": ["none", "internet"]},
+        {"default_network": "proxy", "networks": ["none"]},
+        {"read_only_roots": ["relative/path"]},
+        {"read_only_roots": "/usr"},
+        {"processes": 0},
+        {"memory_mb": True},
+        {"data_root": "a\x00b"},
+        {"unknown_key": 1},
+    ],
+)
+def test_a_sandbox_value_the_service_cannot_use_is_refused_by_name(section):
+    with pytest.raises(SettingsError, match=r"\[sandbox\]"):
+        Settings.from_mapping({"sandbox": section}, {})
