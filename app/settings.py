@@ -387,6 +387,7 @@ class Settings:
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
     memory: MemorySettings = field(default_factory=MemorySettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    config_file: str = field(default_factory=lambda: os.path.abspath(DEFAULT_CONFIG_PATH))  # read or not
 
     @property
     def max_body_bytes(self) -> int:
@@ -462,6 +463,7 @@ class Settings:
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
             memory=_memory_settings(config.get("memory", {})),
             sandbox=_sandbox_settings(config.get("sandbox", {}), env),
+            config_file=os.path.abspath(config_path(env)),
         )
 
 
