@@ -24,15 +24,19 @@ _RETURNED_AT = "turnstone_returned_at"  # in a connection record's info: when it
 
 
 def make_engine(url: str) -> Engine:
+    """An engine whose errors never quote a statement's parameters: they are user content (a
+    file a model read, a message) and error texts reach logs."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True
+        )
         _tune_sqlite(engine)
         return engine
     if url.startswith("postgres://"):
         url = "postgresql://" + url.removeprefix("postgres://")
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    engine = create_engine(url, pool_size=10, max_overflow=20)
+    engine = create_engine(url, pool_size=10, max_overflow=20, hide_parameters=True)
     _check_idle_connections(engine)
     return engine
 

@@ -120,3 +120,23 @@ def test_a_request_that_meets_a_connection_dropped_just_now_is_a_503_and_its_ret
     assert retried.status_code == 202, retried.get_data()
     history = client.get(f"/v1/api/workstreams/{ws_id}/history", headers=auth).get_json()["messages"]
     assert [(m["role"], m["content"]) for m in history] == [("user", "hello")]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_failed_statement_never_carries_its_parameters_into_the_error_text(backend, tmp_path, request):
+    """Error texts reach logs; a statement's parameters are user content (a file a model read,
+    a message) and may hold secrets."""
+    if backend == "postgresql" and not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    made = TestDatabase(backend, tmp_path)
+    request.addfinalizer(made.drop)
+    db = Database(made.url)
+    request.addfinalizer(db.dispose)
+    with db.session() as s:
+        s.execute(text("create table notes (id integer primary key, body text)"))
+        s.execute(text("insert into notes values (1, 'first')"))
+    secret = "sk-live-0123456789abcdef-from-a-dotenv"
+    with pytest.raises(Exception) as raised, db.session() as s:
+        s.execute(text("insert into notes values (:id, :body)"), {"id": 1, "body": secret})
+    assert "notes" in str(raised.value)  # still says what failed
+    assert secret not in str(raised.value)
