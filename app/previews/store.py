@@ -10,11 +10,12 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import delete
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from app.errors import NotFoundError
 from app.storage.database import Database
-from app.storage.models import Attachment, Blob, Preview
+from app.storage.models import Attachment, Blob, Preview, utcnow
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,13 @@ def new_id() -> str:
 
 
 def _keep(s: Session, ws_id: str, data: bytes) -> str:
+    """Keep `data` once per workstream; its digest. An identical blob written at the same moment
+    by another request is the same blob: the insert gives way to it instead of failing."""
     digest = hashlib.sha256(data).hexdigest()
     if s.get(Blob, (ws_id, digest)) is None:
-        s.add(Blob(ws_id=ws_id, sha256=digest, size=len(data), data=data))
-        s.flush()
+        values = {"ws_id": ws_id, "sha256": digest, "size": len(data), "data": data, "created_at": utcnow()}
+        insert = postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert
+        s.execute(insert(Blob).values(**values).on_conflict_do_nothing())
     return digest
 
 
