@@ -193,6 +193,9 @@ WATCH_MAX_ACTIVE = 5  # per workstream
 WATCH_OUTPUT_CHARS = 64 * 1024  # a poll's output, as kept, compared and reported
 WATCH_MAX_CHAIN = 5  # watch-started turns in a row without a person's message; past it, no turn
 WATCH_CLAIMS_PER_PASS = 100  # due watches one pass claims at most; the next pass takes the rest
+# Polls running at once across the service (`[tools] watch_poll_concurrency`): polls share the
+# workers' threads with people's approved calls, and must never take them all.
+DEFAULT_WATCH_POLL_CONCURRENCY = 4
 # A claimed watch not polled (and released) within the command timeout plus this is claimed
 # again: its poll task was lost, or its worker died.
 WATCH_CLAIM_GRACE_SECONDS = 60.0
@@ -344,6 +347,7 @@ class ToolSettings:
     rerank_bm25_threshold: float = 0.0  # the floor (0-1) a reranked memory needs to be injected; 0: none
     reranker: RerankerSettings | None = None  # from `[roles] reranker`, not a `[tools]` key
     mcp_call_timeout: int = DEFAULT_MCP_CALL_TIMEOUT
+    watch_poll_concurrency: int = DEFAULT_WATCH_POLL_CONCURRENCY
     notify: NotifySettings = field(default_factory=NotifySettings)  # from `[notify]`, not `[tools]`
 
 
@@ -490,6 +494,11 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
         raise SettingsError(f"[tools] timeout must be {MIN_TOOL_TIMEOUT}-{MAX_TOOL_TIMEOUT} s")
     if tools.truncation < 1024:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
+    concurrency = tools.watch_poll_concurrency
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise SettingsError(
+            f"[tools] watch_poll_concurrency must be a whole number, 1 or more, got {concurrency!r}"
+        )
     keys = ("[tools] search", "[tools] search_threshold", "[tools] search_max_results")
     check_tool_search(tools.search, tools.search_threshold, tools.search_max_results, keys)
     if tools.searxng_url is not None:

@@ -20,7 +20,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, or_, update
+from sqlalchemy import and_, case, func, not_, or_, update
 from sqlmodel import col, select
 
 from app.engine.outbox import ordered
@@ -54,15 +54,25 @@ def run_pass(rt: Runtime) -> int:
 
 
 def claim_due(rt: Runtime, limit: int = WATCH_CLAIMS_PER_PASS) -> list[tuple[str, str]]:
-    """(watch id, claim token) of each due watch this pass took; overdue ones are taken once."""
+    """(watch id, claim token) of each due watch this pass took; overdue ones are taken once.
+
+    No more are taken than leave `[tools] watch_poll_concurrency` polls in flight: the rest
+    stay due for a later pass, and approved calls always find worker threads free."""
     token = uuid.uuid4().hex
+    live_claim = col(Watch.claimed_at) >= rt.db.ago(claim_lease_seconds(rt))
     due = and_(
         col(Watch.status) == WatchStatus.ACTIVE,
         col(Watch.next_poll_at) <= rt.db.now(),
-        or_(col(Watch.claimed_at).is_(None), col(Watch.claimed_at) < rt.db.ago(claim_lease_seconds(rt))),
+        or_(col(Watch.claimed_at).is_(None), not_(live_claim)),
     )
     lost = col(Watch.poll_started_at).is_not(None)  # a poll started under a claim that lapsed
     with rt.db.session() as s:
+        in_flight = s.exec(
+            select(func.count()).where(col(Watch.status) == WatchStatus.ACTIVE, live_claim)
+        ).one()
+        limit = min(limit, rt.settings.tools.watch_poll_concurrency - in_flight)
+        if limit <= 0:
+            return []
         pick = select(Watch.id).where(due).order_by(col(Watch.next_poll_at)).limit(limit)
         if rt.db.is_postgresql:
             pick = pick.with_for_update(skip_locked=True)

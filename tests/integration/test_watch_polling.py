@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -56,7 +57,13 @@ def poll_once(rt: Runtime, watch_id: str) -> None:
     poller.poll(rt, watch_id, claimed[watch_id])
 
 
+def with_poll_concurrency(rt: Runtime, n: int) -> Runtime:
+    rt.settings = rt.settings.with_changes(tools=replace(rt.settings.tools, watch_poll_concurrency=n))
+    return rt
+
+
 def test_two_claimers_never_take_the_same_watch(rt, tmp_path):
+    with_poll_concurrency(rt, 10)
     ws = workstreams.create(rt)
     ids = []
     for n in range(5):
@@ -79,6 +86,25 @@ def test_two_claimers_never_take_the_same_watch(rt, tmp_path):
     taken = [watch_id for claim in claims for watch_id, _ in claim]
     assert sorted(taken) == sorted(ids)  # each due watch once, by exactly one claimer
     assert poller.claim_due(rt) == []  # claimed and not lapsed: nobody takes them again
+
+
+def test_no_more_polls_are_claimed_than_the_concurrency_leaves_room_for(rt, tmp_path):
+    """Polls share the workers' threads with approved calls: a pass over many due watches takes
+    only as many as may run at once, and the rest wait for a later pass, not for a thread."""
+    with_poll_concurrency(rt, 2)
+    for _ in range(3):  # at most WATCH_MAX_ACTIVE per workstream
+        ws = workstreams.create(rt, working_dir=str(tmp_path))
+        for n in range(2):
+            store.create(rt.db, ws.id, spec(f"w{n}"))
+    first = poller.claim_due(rt)
+    assert len(first) == 2
+    assert poller.claim_due(rt) == []  # two in flight: no room
+    poller.poll(rt, *first[0])  # one ends (its next poll is 10 s away): room for one more
+    second = poller.claim_due(rt)
+    assert len(second) == 1 and second[0][0] not in {w for w, _ in first}
+    with rt.db.session() as s:  # the claims in flight lapse (their tasks lost): they count no more
+        s.exec(update(Watch).values(claimed_at=datetime.now(UTC) - timedelta(hours=1)))
+    assert len(poller.claim_due(rt)) == 2
 
 
 def test_a_poll_runs_once_per_claim_even_when_its_task_is_delivered_twice(rt, tmp_path):
