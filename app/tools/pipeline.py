@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from app.nesting import is_too_deep
 from app.settings import TOOL_POOL_SIZE
 from app.tools import images
 from app.tools.base import Preparation, ToolContext, ToolOutcome
@@ -81,6 +82,8 @@ def parse_arguments(raw: str | None, primary_key: str | None) -> dict[str, Any]:
     text = (raw or "").strip()
     if not text:
         return {}
+    if is_too_deep(text):
+        raise ArgumentsError("arguments are nested too deeply")
     try:
         value = json.loads(text)
     except RecursionError:

@@ -10,6 +10,7 @@ from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import ClientDisconnected
 
 from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError, check_text
+from app.nesting import is_too_deep
 from app.settings import MAX_DISCARD_BYTES, MAX_ID_CHARS
 
 _MISSING = object()
@@ -36,6 +37,8 @@ def json_body() -> dict[str, Any]:
 
 def parse_object(raw: str | bytes) -> dict[str, Any]:
     """One JSON object from a request body or a websocket frame; any other text is a 400."""
+    if is_too_deep(raw):
+        raise BadRequestError("body: JSON nested too deeply", field="body")
     try:
         body = json.loads(raw, parse_constant=_not_json)
     except RecursionError:

@@ -77,6 +77,8 @@ _CARRIES_V4_IN_LOW_BITS = (
     _N6("::/96"),  # IPv4-compatible (deprecated)
 )
 _SPECIAL = "a special-purpose address"
+_UNSPECIFIED_V6 = ipaddress.IPv6Address("::")
+_LOOPBACK_V6 = ipaddress.IPv6Address("::1")
 
 
 def judge(address: IPAddress) -> Verdict:
@@ -97,7 +99,9 @@ def _judge_v4(address: ipaddress.IPv4Address) -> Verdict:
 
 def _judge_v6(address: ipaddress.IPv6Address) -> Verdict:
     plain = ipaddress.IPv6Address(address.packed)  # without a %scope
-    if plain.is_unspecified or plain.is_loopback:  # inside ::/96, but not IPv4-compatible
+    # Inside ::/96 but not IPv4-compatible. Compared by value: from Python 3.13 on, is_loopback
+    # and is_unspecified are also true of ::ffff:127.0.0.1 and ::ffff:0.0.0.0, which carry IPv4.
+    if plain in (_UNSPECIFIED_V6, _LOOPBACK_V6):
         return _from_table(plain)
     carried = embedded_ipv4(plain)
     if carried:
