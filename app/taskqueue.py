@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
+from app.broker import TRANSPORT
 from app.settings import Settings
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
             WATCH_PASS_TASK: {"queue": CONTROL_QUEUE},
             WATCH_POLL_TASK: {"queue": TOOLS_QUEUE},
         },
+        broker_transport=TRANSPORT,  # kombu's Redis transport, which a dropped link cannot crash
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
         broker_connection_retry_on_startup=True,
         worker_send_task_events=False,
