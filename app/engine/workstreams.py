@@ -211,3 +211,17 @@ def _family(s: Any, ws_id: str) -> list[str]:
         frontier = [child for child in children if child not in family]
         family.extend(frontier)
     return family
+
+
+def state_now(rt: Runtime, ws_id: str) -> tuple[str, str | None]:
+    """The workstream's state as stored, and the turn it concerns: the active one, else the one
+    that ended last (None for a workstream that never ran one)."""
+    with rt.db.reader() as s:
+        ws = s.get(Workstream, ws_id)
+        if ws is None:
+            raise NotFoundError(f"no workstream {ws_id}")
+        turn_id = ws.active_turn_id
+        if turn_id is None:
+            ended = select(Turn.id).where(Turn.ws_id == ws_id, col(Turn.ended_at).is_not(None))
+            turn_id = s.exec(ended.order_by(col(Turn.ended_at).desc()).limit(1)).first()
+    return ws.state, turn_id

@@ -13,9 +13,10 @@ from flask import Flask, current_app, request
 from flask_sock import ConnectionClosed, Sock
 from wsproto.events import Ping, TextMessage
 
+from app.engine import workstreams
 from app.engine.recovery import is_transient
 from app.errors import ServiceError, UnauthorizedError
-from app.events import EventType
+from app.events import EventType, event_time
 from app.metrics import recording
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS, SOCKET_REAUTH_SECONDS
@@ -221,6 +222,23 @@ def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
         if event["id"] > last:
             ws.send(json.dumps(event))
             last = event["id"]
+    if truncated:
+        # What the log lost may include the event that set the workstream's state (a turn that
+        # ended before Redis lost its events): the stored state, so no client waits for it.
+        state, turn_id = workstreams.state_now(rt, ws_id)
+        ws.send(
+            json.dumps(
+                {
+                    "type": EventType.STATE_CHANGE,
+                    "id": None,
+                    "ws_id": ws_id,
+                    "turn_id": turn_id,
+                    "state": state,
+                    "current": True,
+                    "ts": event_time(),
+                }
+            )
+        )
     return last
 
 
