@@ -32,6 +32,9 @@ class Runtime:
     conversations: ConversationCache = field(default_factory=ConversationCache)  # model steps' copy
     heartbeats: Heartbeats = field(default_factory=Heartbeats)  # the claims its running phases hold
     owners: KnownOwners = field(default_factory=KnownOwners)  # of workstreams requests named
+    # Whether a transition waits out a Redis outage (a worker: the end of a phase holds finished
+    # work) or fails at once (the web: the request is answered 503, and the client retries).
+    waits_out_outages: bool = True
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ import redis
 from redis.lock import Lock
 
 from app import keys
-from app.events import Fence, NewEvent, ScriptCall
+from app.events import Fence, NewEvent, ScriptCall, retrying
 from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def ordered(rt: Runtime, ws_id: str, defer: Defer | None = None) -> Iterator[Out
     lock = rt.redis.lock(
         keys.ws_order(ws_id), timeout=ORDER_LOCK_SECONDS, blocking_timeout=ORDER_LOCK_SECONDS
     )
-    held = lock.acquire()
+    held = _take(rt, lock, ws_id)
     if not held:
         log.warning("workstream %s: ordering lock not had in %s s; going on", ws_id, ORDER_LOCK_SECONDS)
     box = Outbox(ws_id)
@@ -101,6 +102,26 @@ def ordered(rt: Runtime, ws_id: str, defer: Defer | None = None) -> Iterator[Out
         finish()
     else:
         defer(finish)
+
+
+def _take(rt: Runtime, lock: Lock, ws_id: str) -> bool:
+    """Take the ordering lock. A worker rides out a Redis outage as publishing does: a transition
+    that gave up here would throw away finished work (a command's result, a paid-for answer)."""
+    token = uuid.uuid4().hex
+    attempts = 0
+
+    def attempt() -> bool:
+        nonlocal attempts
+        attempts += 1
+        # An attempt whose answer was lost may have taken it: then it is ours, not someone's.
+        if attempts > 1 and rt.redis.get(lock.name) == token.encode():
+            lock.local.token = token.encode()
+            return True
+        return bool(lock.acquire(token=token))
+
+    if not rt.waits_out_outages:
+        return attempt()
+    return retrying(attempt, rt.events.retry_seconds, f"workstream {ws_id}: ordering lock")
 
 
 def _finish(rt: Runtime, box: Outbox, lock: Lock | None) -> None:

@@ -90,7 +90,9 @@ def relay_for() -> Iterator[Callable[..., RecordingSocket]]:
 
 
 def runtime(client: redis.Redis, **log_options: Any) -> Any:
-    return SimpleNamespace(redis=client, events=EventLog(client, **log_options), settings=Settings())
+    return SimpleNamespace(
+        redis=client, waits_out_outages=True, events=EventLog(client, **log_options), settings=Settings()
+    )
 
 
 def test_a_live_event_that_skips_ids_makes_the_relay_replay_what_it_skipped(client, relay_for):

@@ -54,7 +54,9 @@ def trips() -> Iterator[RoundTrips]:
 
 def runtime(client: redis.Redis, events: EventLog | None = None) -> Any:
     """What `ordered` uses of a runtime."""
-    return SimpleNamespace(redis=client, events=events or EventLog(client, maxlen=100))
+    return SimpleNamespace(
+        redis=client, waits_out_outages=True, events=events or EventLog(client, maxlen=100)
+    )
 
 
 def transition(rt: Any, ws_id: str, *texts: str, fence: Fence | None = None) -> None:

@@ -51,7 +51,12 @@ def proxy() -> Iterator[RedisProxy]:
 def runtime(client: redis.Redis, retry_seconds: float = 30.0) -> Any:
     """What a worker holds, as far as events and cancel checks go."""
     settings = Settings(redis_retry_seconds=retry_seconds)
-    return SimpleNamespace(redis=client, settings=settings, events=EventLog.from_settings(client, settings))
+    return SimpleNamespace(
+        redis=client,
+        waits_out_outages=True,
+        settings=settings,
+        events=EventLog.from_settings(client, settings),
+    )
 
 
 def through(proxy: RedisProxy, direct: redis.Redis) -> redis.Redis:
@@ -90,6 +95,21 @@ def test_a_transitions_events_ride_out_a_short_outage_and_its_lock_is_let_go(pro
     assert [e["text"] for e in rt.events.replay("ws", 0)[0]] == ["a", "b"]
     assert not direct.exists(keys.ws_order("ws"))
     assert "Redis is back" in caplog.text and "expired" not in caplog.text
+
+
+def test_a_transition_that_meets_an_outage_before_its_lock_waits_for_redis_and_goes_on(proxy, direct, caplog):
+    """The end of a phase (a command's result, an answer) must not be thrown away because Redis
+    blinked as its transition began."""
+    rt = runtime(through(proxy, direct))
+    rt.redis.ping()
+    proxy.cut_for(OUTAGE_SECONDS)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING), ordered(rt, "ws") as box:
+        box.add("tool_result", call_id="c", output="done", is_error=False)
+    assert time.monotonic() - started >= OUTAGE_SECONDS * 0.9
+    assert [e["output"] for e in rt.events.replay("ws", 0)[0]] == ["done"]
+    assert not direct.exists(keys.ws_order("ws"))
+    assert "ordering lock: Redis is back" in caplog.text and "not had" not in caplog.text
 
 
 def test_a_cancel_check_during_an_outage_says_not_cancelled_and_sees_a_cancel_after_it(proxy, direct, caplog):
