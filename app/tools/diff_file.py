@@ -13,6 +13,7 @@ from app.tools import reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.diffs import unified_diff
 from app.tools.files import FileToolError, check_file, load_text, mark_read, path_argument
+from app.tools.redaction import redact_output
 
 TOOL = "diff_file"
 DEFAULT_CONTEXT = 3
@@ -66,10 +67,10 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         else:
             label_b, text_b = CONTENT_LABEL, args["content_b"]
     except FileToolError as exc:
-        return ToolOutcome(str(exc), is_error=True)
+        return ToolOutcome(redact_output(str(exc), ctx), is_error=True)
     limit = ctx.settings.truncation
     diff = unified_diff(text_a, text_b, path_a, label_b, args["context_lines"], limit=limit)
-    return ToolOutcome(diff.rstrip("\n") or "(no differences)")
+    return ToolOutcome(redact_output(diff.rstrip("\n"), ctx) or "(no differences)")
 
 
 def _load(path: str, ctx: ToolContext) -> str:

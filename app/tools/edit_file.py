@@ -22,6 +22,7 @@ from app.tools.files import (
     path_argument,
     save_text,
 )
+from app.tools.redaction import redact_output
 from app.tools.replacements import Edit, ReplacementError
 
 TOOL = "edit_file"
@@ -37,9 +38,9 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
         text = _load(resolved, path, ctx)
         new_text, summary = _edited(text, edits, every, batch, path)
     except (FileToolError, ReplacementError) as exc:
-        return _refusal(args, str(exc))
+        return _refusal(args, redact_output(str(exc), ctx))
     preview = summary + "\n" + unified_diff(text, new_text, path, path, limit=ctx.settings.truncation)
-    return Preparation(dict(args), f"{TOOL} {path}", preview, needs_approval=True)
+    return Preparation(dict(args), f"{TOOL} {path}", redact_output(preview, ctx), needs_approval=True)
 
 
 def _load(resolved: str, path: str, ctx: ToolContext) -> str:
@@ -61,7 +62,7 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         reason = str(exc).removeprefix("Error: ")
         return ToolOutcome(
             f"Error: {path} changed after this edit was prepared, and the edit no longer applies "
-            f"({reason}). The file was left unchanged: read it again, then redo "
+            f"({redact_output(reason, ctx)}). The file was left unchanged: read it again, then redo "
             "the edit.",
             is_error=True,
         )

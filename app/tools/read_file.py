@@ -24,6 +24,7 @@ from app.tools.files import (
     mark_read,
     path_argument,
 )
+from app.tools.redaction import redact_output
 
 TOOL = "read_file"
 ATTACHMENT = "attachment:"  # `attachment:<id>`: a file a person attached to the workstream
@@ -71,7 +72,7 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     offset, limit = args.get("offset") or 1, args.get("limit")
     try:
         if path.startswith(ATTACHMENT):
-            return ToolOutcome(_attachment(path, offset, limit, ctx))
+            return ToolOutcome(redact_output(_attachment(path, offset, limit, ctx), ctx))
         resolved = reach.check(path, ctx, reach.READ)  # again: a link may have moved since prepare
         check_file(resolved, path)
         with os.fdopen(reach.open_file(resolved, path, ctx), "rb") as file:
@@ -79,9 +80,9 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
             if media is not None:
                 size = os.fstat(file.fileno()).st_size
                 return ToolOutcome(_image(path, resolved, media, size, file.read, ctx))
-            return ToolOutcome(_text(path, file, offset, limit, ctx))
+            return ToolOutcome(redact_output(_text(path, file, offset, limit, ctx), ctx))
     except FileToolError as exc:
-        return ToolOutcome(str(exc), is_error=True)
+        return ToolOutcome(redact_output(str(exc), ctx), is_error=True)
 
 
 def _attachment(path: str, offset: int, limit: int | None, ctx: ToolContext) -> str:

@@ -22,6 +22,7 @@ from typing import IO, Any
 from app.tools import reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.files import FileToolError, path_argument
+from app.tools.redaction import redact_output
 
 TOOL = "search"
 SKIPPED_DIRS = (
@@ -94,7 +95,8 @@ def run(args: dict[str, Any], ctx: ToolContext, ripgrep: str | None) -> ToolOutc
     argv = _ripgrep_argv(ripgrep, args["query"], operand) if ripgrep else _grep_argv(args["query"], operand)
     found = _collect(argv, cwd, ctx)
     _drop_unreachable(found, cwd, ctx)
-    return _outcome(found, cwd, os.path.realpath(ctx.working_dir), "rg" if ripgrep else "grep")
+    outcome = _outcome(found, cwd, os.path.realpath(ctx.working_dir), "rg" if ripgrep else "grep")
+    return ToolOutcome(redact_output(outcome.output, ctx), outcome.is_error)
 
 
 def _drop_unreachable(found: _Found, cwd: str, ctx: ToolContext) -> None:

@@ -25,6 +25,7 @@ from app.tools.files import (
     path_argument,
     save_text,
 )
+from app.tools.redaction import redact_output
 from app.tools.truncation import truncate
 
 TOOL = "write_file"
@@ -48,7 +49,7 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
     clean = {"path": path, "content": content, "mode": mode}
-    preview = truncate(preview, ctx.settings.truncation)
+    preview = truncate(redact_output(preview, ctx), ctx.settings.truncation)
     return Preparation(clean, f"{TOOL} {path} ({mode})", preview, needs_approval=True)
 
 
