@@ -60,10 +60,9 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
 def _check(path: str, ctx: ToolContext) -> str:
     """The resolved path of a file the preview may show: one in the workstream's folder that the
     file tools may read."""
-    resolved = reach.check(path, ctx, reach.READ)
-    if not _is_inside(resolved, ctx.working_dir):
+    if not _is_inside(reach.resolve(path, ctx), ctx.working_dir):
         raise FileToolError(f"Error: {path} is outside the workstream's folder, {ctx.working_dir}")
-    return resolved
+    return reach.check(path, ctx, reach.READ)  # the never-opened files the folder may hold
 
 
 def _prepare_url(clean: dict[str, Any], header: str, ctx: ToolContext) -> Preparation:
