@@ -196,7 +196,7 @@ def open_folder(resolved: str, shown: str, ctx: ToolContext) -> int:
 
 def verify(fd: int, checked: str, shown: str, ctx: ToolContext, access: str) -> None:
     """`FileToolError` unless `fd` opened `checked` itself (no link or folder swapped in since
-    the check) and, if it is a file, one the hard-link rule lets through."""
+    the check) and, if it is a file, one `file_refusal` lets through."""
     try:
         opened = os.readlink(OPENED_NAME.format(fd))
     except OSError:  # no /proc in this process: the same file by device and inode will do
@@ -206,9 +206,26 @@ def verify(fd: int, checked: str, shown: str, ctx: ToolContext, access: str) -> 
             f"Error: {shown} changed while it was being opened (a link or folder was swapped in "
             "after it was checked), so it was not opened"
         )
-    info = os.fstat(fd)
-    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1 and is_linked_rule(checked, ctx, access):
-        raise FileToolError(linked_refusal(shown, info.st_nlink))
+    why = file_refusal(os.fstat(fd), checked, shown, ctx, access)
+    if why is not None:
+        raise FileToolError(why)
+
+
+def file_refusal(info: os.stat_result, checked: str, shown: str, ctx: ToolContext, access: str) -> str | None:
+    """Why the file itself (not its path) is not opened, or None. A file with other hard links in
+    the workstream's folder: a path cannot tell where its other names lie. A file in a read-only
+    root that not everyone may read: the worker may run with more rights than a jailed command
+    (root reads /etc/ssl/private), and the file tools read no more there than the command could."""
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    if info.st_nlink > 1 and is_linked_rule(checked, ctx, access):
+        return linked_refusal(shown, info.st_nlink)
+    if not is_within(checked, os.path.realpath(ctx.working_dir)) and not info.st_mode & stat.S_IROTH:
+        return (
+            f"Error: {shown} is not readable by every user, and outside the workstream's folder the "
+            "file tools read only what any user may"
+        )
+    return None
 
 
 def check_replaceable(folder: int, name: str, shown: str) -> None:

@@ -101,8 +101,8 @@ def run(args: dict[str, Any], ctx: ToolContext, ripgrep: str | None) -> ToolOutc
 
 def _drop_unreachable(found: _Found, cwd: str, ctx: ToolContext) -> None:
     """Leave out matches in files the file tools may not read: reached through a folder swapped
-    for a link since the check, one of the never-opened files under a read-only root, a file with
-    other hard links in the workstream's folder."""
+    for a link since the check, one of the never-opened files under a read-only root, a file not
+    everyone may read there, a file with other hard links in the workstream's folder."""
     verdicts: dict[str, bool] = {}
     kept = []
     for match in found.matches:
@@ -123,7 +123,7 @@ def _is_readable(path: str, ctx: ToolContext) -> bool:
         info = os.stat(resolved)
     except OSError:
         return False
-    return info.st_nlink == 1 or not reach.is_linked_rule(resolved, ctx, reach.READ)
+    return reach.file_refusal(info, resolved, path, ctx, reach.READ) is None
 
 
 def _grep_argv(query: str, operand: str) -> list[str]:
@@ -272,7 +272,8 @@ def _notes(found: _Found) -> list[str]:
     if found.dropped:
         notes.append(
             f"[{found.dropped:,} match{'es' * (found.dropped != 1)} left out: in files the file tools "
-            "may not read (never-opened files, files with other hard links, or reached through a link)]"
+            "may not read (never-opened or private files, files with other hard links, or reached "
+            "through a link)]"
         )
     if found.returncode >= 2 and found.stderr and not found.capped:
         notes.append(f"[some files could not be searched: {found.stderr.splitlines()[0]}]")

@@ -311,3 +311,20 @@ def test_search_leaves_out_matches_behind_a_link_and_never_opened_files(ctx, pla
     out = search.run({"query": "database|secret"}, wide, None).output
     assert "service.db" not in out and "database pages" not in out
     assert "outside/secret.txt:1: outside secret" in out and "left out" in out
+
+
+def test_in_a_read_only_root_only_what_every_user_may_read_is_read(ctx, place):
+    private = place["ro"] / "private.key"
+    private.write_text("a private key\n")
+    private.chmod(0o600)  # the worker may be root: the tools still read no more than anyone may
+    out = read_file.execute(read_file.prepare({"path": str(private)}, ctx).args, ctx)
+    assert out.is_error and out.output == (
+        f"Error: {private} is not readable by every user, and outside the workstream's folder the file "
+        "tools read only what any user may"
+    )
+    found = search.run({"query": "key|library", "path": str(place["ro"])}, ctx, None).output
+    assert "private key" not in found and "1 match left out" in found and "lib.txt:1:" in found
+    mine = place["folder"] / "mine.key"
+    mine.write_text("my key\n")
+    mine.chmod(0o600)  # in the workstream's own folder, its own files are read whatever their mode
+    assert read_file.execute({"path": "mine.key"}, ctx).output == "   1\tmy key"
