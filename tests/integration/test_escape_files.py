@@ -218,3 +218,31 @@ def test_a_file_holding_the_model_key_is_read_with_the_key_redacted(api, model, 
     assert MODEL_KEY not in str(model.history[-1].body["messages"])
     history = str(api.history(ws))
     assert MODEL_KEY not in history and API_TOKEN not in history
+
+
+def test_a_link_planted_while_a_write_awaits_approval_is_not_followed(api, model, open_socket, place: Place):
+    target = place.folder / f"draft-{place.tag}.txt"
+    target.write_text("draft text\n")
+    name = target.name
+    ws = place.ws_id
+    sock = open_socket(ws)
+    calls = [
+        ToolCall("read_file", {"path": name}, id="read"),
+        ToolCall("edit_file", {"path": name, "old_string": "draft", "new_string": "final"}, id="edit"),
+        ToolCall("write_file", {"path": name, "content": "pwned\n", "mode": "append"}, id="append"),
+    ]
+    model.enqueue(Reply(tool_calls=calls))
+    model.enqueue(Reply(text="done"))
+    turn_id = api.send(ws, "finish the draft")
+    items = sock.wait_type("approve_request", timeout=60)["items"]
+    assert [i["needs_approval"] for i in items] == [False, True, True]
+    # While the person decides, a command in the folder swaps the file for a link out.
+    target.unlink()
+    target.symlink_to(place.outside)
+    assert api.approve(ws, approved=True).status_code == 200
+    sock.wait_turn_end(turn_id, timeout=90)
+    for call_id in ("edit", "append"):
+        result = sock.wait_type("tool_result", call_id=call_id)
+        assert result["is_error"] and result["output"].startswith(f"Error: {name} (which leads to"), result
+        assert SECRET_TEXT not in result["output"]
+    assert place.outside.read_text() == f"{SECRET_TEXT}\n"
