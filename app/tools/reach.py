@@ -15,7 +15,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from app.sandbox.reach import KERNEL_VIEWS, is_within, never_reachable
+from app.sandbox.reach import HOST_SECRETS, KERNEL_VIEWS, is_within, never_reachable
 from app.settings import Settings
 from app.tools.base import ToolContext
 from app.tools.files import FileToolError, linked_refusal
@@ -119,7 +119,7 @@ def _kind_of(hidden: str, roots: Roots) -> str:
         return "the kernel's views of the host (/proc, /sys)"
     if hidden == roots.data_root:
         return "it is in the service's data folder, which holds every workstream's folder"
-    if hidden.startswith("/etc/"):
+    if hidden in HOST_SECRETS:
         return "it is one of the host's password or key files"
     return "it is one of the service's own files (its database or its config file)"
 
@@ -130,7 +130,7 @@ def _allowed(folder: str, roots: Roots) -> str:
 
 
 def _leads_to(path: str, resolved: str, ctx: ToolContext) -> str:
-    """ " (which leads to X)" when links or `..` took the path somewhere it does not say."""
+    """The note "(which leads to X)" when links or `..` took the path somewhere it does not say."""
     return "" if _plain(path, ctx) == resolved else f" (which leads to {_short(resolved)})"
 
 
