@@ -66,7 +66,18 @@ def place(api, tmp_path: Path) -> Place:
 class Row:
     what: str
     call: ToolCall
-    rule: str  # in the "Error: ..." the user sees
+    rule: str | tuple[str, ...]  # in the "Error: ..." the user sees (one of them)
+
+    def is_named(self, output: str) -> bool:
+        rules = (self.rule,) if isinstance(self.rule, str) else self.rule
+        return any(rule in output for rule in rules)
+
+
+# Where the test's outside files and another workstream's folder lie depends on the services'
+# layout (each workstream's folder in the data root, or folders the test makes): either way the
+# user is told which rule refused them.
+ELSEWHERE_READ = (OUTSIDE_READ, DATA_ROOT)
+ELSEWHERE_WRITE = (OUTSIDE_FOLDER, DATA_ROOT)
 
 
 def run_batch(api, model, open_socket, ws_id: str, rows: list[Row]) -> dict[str, dict]:
@@ -90,7 +101,7 @@ def assert_refused(results: dict[str, dict], rows: list[Row], model, *leaks: str
     for row in rows:
         result = results[row.what]
         assert result["is_error"], (row.what, result["output"])
-        assert result["output"].startswith("Error: ") and row.rule in result["output"], (row.what, result)
+        assert result["output"].startswith("Error: ") and row.is_named(result["output"]), (row.what, result)
         for leak in leaks:
             assert leak not in result["output"], row.what
     for leak in leaks:
@@ -106,14 +117,20 @@ def test_the_service_itself_and_another_workstream_are_out_of_reach(
         Row("worker environ", ToolCall("read_file", {"path": f"/proc/{worker_pid}/environ"}), NEVER),
         Row("own environ", ToolCall("read_file", {"path": "/proc/self/environ"}), NEVER),
         Row("config file", ToolCall("read_file", {"path": services.env["TURNSTONE_CONFIG"]}), NEVER),
-        Row("other's file by absolute path", ToolCall("read_file", {"path": str(place.other_file)}), "Error"),
-        Row("other's file by ..", ToolCall("read_file", {"path": up_to_other}), "Error"),
-        Row("other's file, diffed", ToolCall("diff_file", {"path_a": up_to_other, "content_b": ""}), "Error"),
-        Row("search outside", ToolCall("search", {"query": "e", "path": str(place.outside.parent)}), "Error"),
+        Row("other's file by path", ToolCall("read_file", {"path": str(place.other_file)}), ELSEWHERE_READ),
+        Row("other's file by ..", ToolCall("read_file", {"path": up_to_other}), ELSEWHERE_READ),
+        Row(
+            "other's, diffed", ToolCall("diff_file", {"path_a": up_to_other, "content_b": ""}), ELSEWHERE_READ
+        ),
+        Row(
+            "search outside",
+            ToolCall("search", {"query": "e", "path": str(place.outside.parent)}),
+            ELSEWHERE_READ,
+        ),
         Row(
             "write into the other folder",
             ToolCall("write_file", {"path": up_to_other, "content": "mine now\n"}),
-            OUTSIDE_FOLDER if DATA_ROOT not in up_to_other else DATA_ROOT,
+            ELSEWHERE_WRITE,
         ),
     ]
     if services.db.backend == "sqlite":
@@ -122,9 +139,6 @@ def test_the_service_itself_and_another_workstream_are_out_of_reach(
         rows.append(Row("database by search", ToolCall("search", {"query": "ws_", "path": database}), NEVER))
     results = run_batch(api, model, open_socket, place.ws_id, rows)
     assert_refused(results, rows, model, MODEL_KEY, API_TOKEN, OTHER_TEXT, SECRET_TEXT, "[tools]")
-    for row in rows[3:6]:  # another workstream's folder: refused whichever rule catches it
-        output = results[row.what]["output"]
-        assert OUTSIDE_READ in output or DATA_ROOT in output, output
     assert "the kernel's views of the host (/proc, /sys)" in results["worker environ"]["output"]
     assert place.other_file.read_text() == f"{OTHER_TEXT}\n"
 
@@ -136,11 +150,11 @@ def test_a_link_planted_in_the_folder_is_not_followed_out(api, model, open_socke
     name = link.name
     rows = [
         Row("read_file", ToolCall("read_file", {"path": name}), SWAPPED_OUT),
-        Row("write_file", ToolCall("write_file", {"path": name, "content": "pwned\n"}), OUTSIDE_FOLDER),
+        Row("write_file", ToolCall("write_file", {"path": name, "content": "pwned\n"}), ELSEWHERE_WRITE),
         Row(
             "write_file append",
             ToolCall("write_file", {"path": name, "content": "pwned\n", "mode": "append"}),
-            OUTSIDE_FOLDER,
+            ELSEWHERE_WRITE,
         ),
         Row(
             "edit_file",
