@@ -15,6 +15,7 @@ from app.settings import ModelSettings, ToolSettings
 if TYPE_CHECKING:
     from app.storage.database import Database
     from app.storage.models import Workstream
+    from app.tools.reach import Roots
 
 
 def _never_cancelled() -> bool:
@@ -38,8 +39,8 @@ class ToolContext:
     (tagged with its `call_id`); `fetcher` is the guarded HTTP fetcher where the
     service has one, `mcp` the worker's MCP manager; `start_task(prompt)` starts a
     sub-agent on the prompt and gives its workstream id (a `task_agent` call in a
-    service's tool batch; None elsewhere). A handler tested alone gets inert defaults
-    for all of them.
+    service's tool batch; None elsewhere); `roots` what the file tools may reach besides
+    the folder (app.tools.reach). A handler tested alone gets inert defaults for all of them.
     """
 
     ws_id: str
@@ -58,6 +59,7 @@ class ToolContext:
     fetcher: Any = None
     mcp: Any = None  # app.mcp.manager.MCPManager: a worker's MCP connections (web_search's MCP backend)
     start_task: Callable[[str], str] | None = None
+    roots: Roots | None = None  # the file tools' roots; None: those of this process's settings
 
 
 @dataclass(frozen=True)

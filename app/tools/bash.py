@@ -25,7 +25,7 @@ from typing import Any
 
 from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
 from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.environment import redact, scrubbed_environment, secret_values
+from app.tools.environment import redact, scrubbed_environment, secret_values, service_secrets
 from app.tools.process_guard import GroupGuard
 from app.tools.redaction import StreamRedactor
 from app.tools.truncation import Piece, truncate_pieces
@@ -483,7 +483,7 @@ def _script(command: str, stop_on_error: bool) -> str:
 
 def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
     environ = dict(os.environ)
-    known = _service_secrets(ctx)
+    known = service_secrets(ctx)
     # The guard starts first, so that a guard that cannot start leaves nothing
     # running; it kills the group if this worker dies before the call ends.
     with GroupGuard(TERM_GRACE_SECONDS) as guard:
@@ -516,13 +516,6 @@ def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
         return _supervise(run, time.monotonic() + timeout)
     finally:
         _kill_group(run)
-
-
-def _service_secrets(ctx: ToolContext) -> list[str]:
-    """Secrets the service holds that a command must not see, whatever variable carries them."""
-    keys = [ctx.model.api_key if ctx.model is not None else None]
-    keys.append(ctx.settings.reranker.api_key if ctx.settings.reranker is not None else None)
-    return [key for key in keys if key]
 
 
 def _supervise(run: _Run, deadline: float) -> str | None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from app.tools import reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.diffs import unified_diff
-from app.tools.files import FileToolError, load_text, mark_read, path_argument, resolve
+from app.tools.files import FileToolError, check_file, load_text, mark_read, path_argument
+from app.tools.redaction import redact_output
 
 TOOL = "diff_file"
 DEFAULT_CONTEXT = 3
@@ -22,13 +24,12 @@ CONTENT_LABEL = "content_b"  # the "+++" label when comparing with given text
 def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     try:
         clean = _parse(args)
+        resolved = [reach.check(clean[key], ctx, reach.READ) for key in ("path_a", "path_b") if key in clean]
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
-    for key in ("path_a", "path_b"):
-        if key in clean:
-            resolved = resolve(clean[key], ctx)
-            if os.path.isfile(resolved):
-                mark_read(ctx, resolved)
+    for path in resolved:
+        if os.path.isfile(path):
+            mark_read(ctx, path)
     other = clean.get("path_b", "the given content")
     return Preparation(clean, f"{TOOL} {clean['path_a']} vs {other}", needs_approval=False)
 
@@ -59,14 +60,20 @@ def _parse(args: dict[str, Any]) -> dict[str, Any]:
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path_a = args["path_a"]
     try:
-        text_a = load_text(resolve(path_a, ctx), path_a)
+        text_a = _load(path_a, ctx)
         if "path_b" in args:
             label_b = args["path_b"]
-            text_b = load_text(resolve(label_b, ctx), label_b)
+            text_b = _load(label_b, ctx)
         else:
             label_b, text_b = CONTENT_LABEL, args["content_b"]
     except FileToolError as exc:
-        return ToolOutcome(str(exc), is_error=True)
+        return ToolOutcome(redact_output(str(exc), ctx), is_error=True)
     limit = ctx.settings.truncation
     diff = unified_diff(text_a, text_b, path_a, label_b, args["context_lines"], limit=limit)
-    return ToolOutcome(diff.rstrip("\n") or "(no differences)")
+    return ToolOutcome(redact_output(diff.rstrip("\n"), ctx) or "(no differences)")
+
+
+def _load(path: str, ctx: ToolContext) -> str:
+    resolved = reach.check(path, ctx, reach.READ)  # again: a link may have moved since prepare
+    check_file(resolved, path)
+    return load_text(reach.open_file(resolved, path, ctx), path)

@@ -7,20 +7,22 @@ edit no longer applies, nothing is written. The file is written once.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from app.tools import replacements
+from app.tools import reach, replacements
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.diffs import unified_diff
 from app.tools.files import (
     FileToolError,
+    check_file,
     check_text,
     has_read,
     load_text,
     path_argument,
-    resolve,
     save_text,
 )
+from app.tools.redaction import redact_output
 from app.tools.replacements import Edit, ReplacementError
 
 TOOL = "edit_file"
@@ -30,22 +32,28 @@ EDIT_KEYS = frozenset({"old_string", "new_string", "near_line"})
 def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     try:
         path, edits, every, batch = _parse(args)
-        resolved = resolve(path, ctx)
+        resolved = reach.check(path, ctx, reach.WRITE)
         if not has_read(ctx, resolved):
             return _refusal(args, f"Error: must read_file {path} before editing it")
-        text = load_text(resolved, path)
+        text = _load(resolved, path, ctx)
         new_text, summary = _edited(text, edits, every, batch, path)
     except (FileToolError, ReplacementError) as exc:
-        return _refusal(args, str(exc))
+        return _refusal(args, redact_output(str(exc), ctx))
     preview = summary + "\n" + unified_diff(text, new_text, path, path, limit=ctx.settings.truncation)
-    return Preparation(dict(args), f"{TOOL} {path}", preview, needs_approval=True)
+    return Preparation(dict(args), f"{TOOL} {path}", redact_output(preview, ctx), needs_approval=True)
+
+
+def _load(resolved: str, path: str, ctx: ToolContext) -> str:
+    """The file's text, opened as a write would be (a file with other hard links refused)."""
+    check_file(resolved, path)
+    return load_text(reach.open_file(resolved, path, ctx, reach.WRITE), path)
 
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path, edits, every, batch = _parse(args)
-    resolved = resolve(path, ctx)
     try:
-        text = load_text(resolved, path)
+        resolved = reach.check(path, ctx, reach.WRITE)  # again: a link may have moved since prepare
+        text = _load(resolved, path, ctx)
     except FileToolError as exc:
         return ToolOutcome(f"{exc} (it could be edited when this edit was prepared)", is_error=True)
     try:
@@ -54,14 +62,28 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         reason = str(exc).removeprefix("Error: ")
         return ToolOutcome(
             f"Error: {path} changed after this edit was prepared, and the edit no longer applies "
-            f"({reason}). The file was left unchanged: read it again, then redo the edit.",
+            f"({redact_output(reason, ctx)}). The file was left unchanged: read it again, then redo "
+            "the edit.",
             is_error=True,
         )
     try:
-        save_text(resolved, new_text)
+        _save(resolved, path, new_text, ctx)
+    except FileToolError as exc:
+        return ToolOutcome(str(exc), is_error=True)
     except OSError as exc:  # no permission on the folder, a full disk: the file is untouched
         return ToolOutcome(f"Error: could not write {path}: {exc.strerror or exc}", is_error=True)
     return ToolOutcome(f"Edited {path}: {summary}")
+
+
+def _save(resolved: str, path: str, text: str, ctx: ToolContext) -> None:
+    """Replace the file through its checked folder's descriptor (see write_file)."""
+    folder, name = os.path.split(resolved)
+    fd = reach.open_folder(folder, path, ctx)
+    try:
+        reach.check_replaceable(fd, name, path)
+        save_text(fd, name, text)
+    finally:
+        os.close(fd)
 
 
 def _edited(text: str, edits: list[Edit], every: bool, batch: bool, path: str) -> tuple[str, str]:

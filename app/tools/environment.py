@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from app.settings import SERVICE_SECRET_ENV
+
+if TYPE_CHECKING:
+    from app.tools.base import ToolContext
 
 SECRET_SUFFIXES = ("_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL", "_CREDENTIALS")
 # The broker's URLs (DATABASE_URL and REDIS_URL are service secrets already),
@@ -35,6 +39,14 @@ def is_secret(name: str, value: str, known: Collection[str] = ()) -> bool:
         or _URL_PASSWORD.search(value) is not None
         or (bool(value) and value in known)
     )
+
+
+def service_secrets(ctx: ToolContext) -> list[str]:
+    """Secrets the service holds that no tool may pass on, whatever variable carries them (or none):
+    the workstream's model's API key and the reranker's."""
+    keys = [ctx.model.api_key if ctx.model is not None else None]
+    keys.append(ctx.settings.reranker.api_key if ctx.settings.reranker is not None else None)
+    return [key for key in keys if key]
 
 
 def scrubbed_environment(environ: Mapping[str, str], known: Collection[str] = ()) -> dict[str, str]:

@@ -4,6 +4,7 @@ the read-before-edit set, binary sniffing, and text loaded and saved byte for by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -20,12 +21,6 @@ ROUND_TRIP = "surrogateescape"
 
 class FileToolError(Exception):
     """A file cannot be used as asked; the message is the model-facing error text."""
-
-
-def resolve(path: str, ctx: ToolContext) -> str:
-    """`path` as an absolute, canonical path: relative ones start at the working directory."""
-    expanded = os.path.expanduser(path)
-    return os.path.realpath(os.path.join(ctx.working_dir, expanded))
 
 
 def path_argument(args: dict[str, Any], key: str, tool: str, required: bool = True) -> str | None:
@@ -98,10 +93,10 @@ def check_target(resolved: str, shown: str) -> None:
         check_file(resolved, shown)
 
 
-def load_text(resolved: str, shown: str) -> str:
-    """The whole file as text, line endings untouched; binary files refused."""
-    check_file(resolved, shown)
-    with open(resolved, "rb") as file:
+def load_text(fd: int, shown: str) -> str:
+    """The whole file open at `fd` (closed after) as text, line endings untouched; binary
+    files refused. The descriptor comes from `reach.open_file`, which checked what it opened."""
+    with os.fdopen(fd, "rb") as file:
         data = file.read()
     if is_binary(data):
         raise FileToolError(binary_refusal(shown))
@@ -115,34 +110,57 @@ def binary_refusal(shown: str) -> str:
     )
 
 
-def save_text(resolved: str, text: str) -> None:
-    """Replace the file's content in one step: readers see the old or the new, never half.
+def save_text(folder: int, name: str, text: str) -> None:
+    """Replace the file `name` in the open folder `folder` in one step: readers see the old or
+    the new, never half. Working through the folder's descriptor, a link swapped in for the
+    folder since it was checked cannot send the write elsewhere.
 
     The file keeps its permission bits; a new file gets the usual ones (umask).
     """
-    folder = os.path.dirname(resolved)
-    os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".turnstone-{secrets.token_hex(8)}.tmp")
-    kept = _mode_of(resolved)
+    temp = f".turnstone-{secrets.token_hex(8)}.tmp"
+    kept = _mode_of(folder, name)
     # A new file's mode is left to the kernel's umask: reading the umask means setting
     # it, and tools run on several threads. An existing file's temp starts private and
     # gets the file's bits before it takes its place.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if kept is None else 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, 0o666 if kept is None else 0o600, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(text.encode(ENCODING, ROUND_TRIP))
             if kept is not None:
                 os.fchmod(file.fileno(), kept)
-        os.replace(temp, resolved)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=folder)
         raise
 
 
-def _mode_of(resolved: str) -> int | None:
+def append_text(folder: int, name: str, text: str, shown: str) -> None:
+    """Add `text` to the end of the file `name` in the open folder (created if missing); a link
+    in its place is refused (ELOOP), not followed, and so is a file with other hard links."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(name, flags, 0o666, dir_fd=folder)
+    with os.fdopen(fd, "ab") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileToolError(f"Error: {shown} is not a regular file (a pipe, socket or device)")
+        if info.st_nlink > 1:
+            raise FileToolError(linked_refusal(shown, info.st_nlink))
+        file.write(text.encode(ENCODING, ROUND_TRIP))
+
+
+def linked_refusal(shown: str, links: int) -> str:
+    return (
+        f"Error: {shown} has {links} hard links, and the file tools do not open such a file in the "
+        "workstream's folder: another of its names may lie outside the folders they may reach. "
+        "Copy it (`cp`) to work on a file of its own"
+    )
+
+
+def _mode_of(folder: int, name: str) -> int | None:
     """The permission bits of an existing file, or None when there is none yet."""
     try:
-        return stat.S_IMODE(os.stat(resolved).st_mode)
+        return stat.S_IMODE(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return None

@@ -2,7 +2,8 @@
 the user in the preview pane. The model gets one line back; clients get a `preview` event.
 
 URLs go through the guarded fetcher (and need approval); files and attachments are local
-reads and run unprompted. A file outside the workstream's folder is refused.
+reads and run unprompted. A file outside the workstream's folder is refused, and so is one the
+file tools may never open (app.tools.reach), whatever links lead there.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from app.errors import NotFoundError
 from app.previews import kinds, store
 from app.previews.kinds import KindError
 from app.settings import MAX_NAME_CHARS
+from app.tools import reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.fetch import prepared
 from app.tools.fetch.errors import FetchError
 from app.tools.fetch.fetcher import Fetcher
-from app.tools.files import FileToolError, path_argument, resolve
+from app.tools.files import FileToolError, path_argument
 
 TOOL = "open_preview"
 ATTACHMENT = "attachment:"
@@ -48,11 +50,19 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     if _is_url(clean["target"]):
         return _prepare_url(clean, header, ctx)
     if not clean["target"].startswith(ATTACHMENT):
-        resolved = resolve(clean["target"], ctx)
-        if not _is_inside(resolved, ctx.working_dir):
-            error = f"Error: {clean['target']} is outside the workstream's folder, {ctx.working_dir}"
-            return Preparation(clean, header, needs_approval=False, error=error)
+        try:
+            _check(clean["target"], ctx)
+        except FileToolError as exc:
+            return Preparation(clean, header, needs_approval=False, error=str(exc))
     return Preparation(clean, header, needs_approval=False)
+
+
+def _check(path: str, ctx: ToolContext) -> str:
+    """The resolved path of a file the preview may show: one in the workstream's folder that the
+    file tools may read."""
+    if not _is_inside(reach.resolve(path, ctx), ctx.working_dir):
+        raise FileToolError(f"Error: {path} is outside the workstream's folder, {ctx.working_dir}")
+    return reach.check(path, ctx, reach.READ)  # the never-opened files the folder may hold
 
 
 def _prepare_url(clean: dict[str, Any], header: str, ctx: ToolContext) -> Preparation:
@@ -114,15 +124,13 @@ def _from_url(
 
 
 def _from_file(path: str, kind: str | None, title: str | None, ctx: ToolContext) -> store.Content:
-    resolved = resolve(path, ctx)
-    if not _is_inside(resolved, ctx.working_dir):  # a link swapped in since prepare
-        raise FileToolError(f"Error: {path} is outside the workstream's folder, {ctx.working_dir}")
+    resolved = _check(path, ctx)  # again: a link may have moved since prepare
     if not os.path.isfile(resolved):
         raise FileToolError(f"Error: {path} is not a file")
-    size = os.path.getsize(resolved)
-    if size > kinds.LARGEST:
-        raise FileToolError(f"Error: {path} is {size:,} bytes, over every preview's limit")
-    with open(resolved, "rb") as file:
+    with os.fdopen(reach.open_file(resolved, path, ctx), "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > kinds.LARGEST:
+            raise FileToolError(f"Error: {path} is {size:,} bytes, over every preview's limit")
         data = file.read(kinds.LARGEST + 1)
     found = kinds.classify(data, resolved, "", kind)
     return store.Content(found.kind, found.media_type, title or os.path.basename(resolved), path, data)

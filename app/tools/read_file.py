@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 from app.errors import NotFoundError
 from app.previews import store
-from app.tools import images
+from app.tools import images, reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.files import (
     SNIFF_BYTES,
@@ -23,8 +23,8 @@ from app.tools.files import (
     is_binary,
     mark_read,
     path_argument,
-    resolve,
 )
+from app.tools.redaction import redact_output
 
 TOOL = "read_file"
 ATTACHMENT = "attachment:"  # `attachment:<id>`: a file a person attached to the workstream
@@ -41,11 +41,11 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
             value = args.get(key)
             if value is not None:
                 clean[key] = _line_count(key, value)
+        if path.startswith(ATTACHMENT):
+            return Preparation(clean, _header(clean), needs_approval=False)
+        resolved = reach.check(path, ctx, reach.READ)
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
-    if path.startswith(ATTACHMENT):
-        return Preparation(clean, _header(clean), needs_approval=False)
-    resolved = resolve(path, ctx)
     if os.path.isfile(resolved):
         mark_read(ctx, resolved)
     return Preparation(clean, _header(clean), needs_approval=False)
@@ -72,18 +72,17 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     offset, limit = args.get("offset") or 1, args.get("limit")
     try:
         if path.startswith(ATTACHMENT):
-            return ToolOutcome(_attachment(path, offset, limit, ctx))
-        resolved = resolve(path, ctx)
+            return ToolOutcome(redact_output(_attachment(path, offset, limit, ctx), ctx))
+        resolved = reach.check(path, ctx, reach.READ)  # again: a link may have moved since prepare
         check_file(resolved, path)
-        media = images.media_type(resolved)
-        if media is not None:
-            return ToolOutcome(
-                _image(path, resolved, media, os.path.getsize(resolved), _reader(resolved), ctx)
-            )
-        with open(resolved, "rb") as file:
-            return ToolOutcome(_text(path, file, offset, limit, ctx))
+        with os.fdopen(reach.open_file(resolved, path, ctx), "rb") as file:
+            media = images.media_type(resolved)
+            if media is not None:
+                size = os.fstat(file.fileno()).st_size
+                return ToolOutcome(_image(path, resolved, media, size, file.read, ctx))
+            return ToolOutcome(redact_output(_text(path, file, offset, limit, ctx), ctx))
     except FileToolError as exc:
-        return ToolOutcome(str(exc), is_error=True)
+        return ToolOutcome(redact_output(str(exc), ctx), is_error=True)
 
 
 def _attachment(path: str, offset: int, limit: int | None, ctx: ToolContext) -> str:
@@ -98,14 +97,6 @@ def _attachment(path: str, offset: int, limit: int | None, ctx: ToolContext) -> 
     if media is not None:
         return _image(path, attached.filename, media, len(data), lambda: data, ctx)
     return _text(path, io.BytesIO(data), offset, limit, ctx)
-
-
-def _reader(resolved: str) -> Callable[[], bytes]:
-    def read() -> bytes:
-        with open(resolved, "rb") as file:
-            return file.read()
-
-    return read
 
 
 def _image(path: str, name: str, media: str, size: int, load: Callable[[], bytes], ctx: ToolContext) -> str:

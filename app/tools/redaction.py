@@ -1,10 +1,22 @@
-"""Redacting output that arrives in pieces: a secret split across two reads is still redacted whole."""
+"""Redacting tool output: whole (the file tools' results) or as it arrives in pieces (bash's
+streams, where a secret split across two reads is still redacted whole)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from app.tools.environment import redact
+from app.tools.environment import redact, secret_values, service_secrets
+
+if TYPE_CHECKING:
+    from app.tools.base import ToolContext
+
+
+def redact_output(text: str, ctx: ToolContext) -> str:
+    """`text` with every secret bash's output loses lost here too: the secret variables of the
+    service's environment, the passwords in its URLs, and the keys it holds (service_secrets)."""
+    return redact(text, secret_values(os.environ, service_secrets(ctx)))
 
 
 class StreamRedactor:

@@ -3,6 +3,8 @@
 ripgrep is used when it is installed (on PATH or beside this Python), otherwise
 `grep -rnIE`; both are told to skip the same folders and to stop at the same
 per-file cap, and their output is parsed into one format, `path:line: text`.
+Neither follows a link met on the way; a match in a file the file tools may not
+read (app.tools.reach) is left out, and what is shown is redacted.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from app.tools import reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.files import FileToolError, path_argument, resolve
+from app.tools.files import FileToolError, path_argument
+from app.tools.redaction import redact_output
 
 TOOL = "search"
 SKIPPED_DIRS = (
@@ -61,6 +65,7 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
                 "search for one of its lines, or use a|b to find either"
             )
         path = path_argument(args, "path", TOOL, required=False)
+        reach.check(path or ".", ctx, reach.READ)
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
     clean = {"query": query, "path": path or "."}
@@ -74,7 +79,10 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
 def run(args: dict[str, Any], ctx: ToolContext, ripgrep: str | None) -> ToolOutcome:
     """The search with ripgrep at `ripgrep`, or with grep when it is None."""
     shown = args.get("path") or "."
-    target = resolve(shown, ctx)
+    try:
+        target = reach.check(shown, ctx, reach.READ)  # again: a link may have moved since prepare
+    except FileToolError as exc:
+        return ToolOutcome(str(exc), is_error=True)
     if not os.path.exists(target):
         return ToolOutcome(f"Error: no such file or folder: {shown}", is_error=True)
     if os.path.isdir(target):
@@ -86,7 +94,36 @@ def run(args: dict[str, Any], ctx: ToolContext, ripgrep: str | None) -> ToolOutc
         cwd, operand = os.path.dirname(target), os.path.basename(target)
     argv = _ripgrep_argv(ripgrep, args["query"], operand) if ripgrep else _grep_argv(args["query"], operand)
     found = _collect(argv, cwd, ctx)
-    return _outcome(found, cwd, os.path.realpath(ctx.working_dir), "rg" if ripgrep else "grep")
+    _drop_unreachable(found, cwd, ctx)
+    outcome = _outcome(found, cwd, os.path.realpath(ctx.working_dir), "rg" if ripgrep else "grep")
+    return ToolOutcome(redact_output(outcome.output, ctx), outcome.is_error)
+
+
+def _drop_unreachable(found: _Found, cwd: str, ctx: ToolContext) -> None:
+    """Leave out matches in files the file tools may not read: reached through a folder swapped
+    for a link since the check, one of the never-opened files under a read-only root, a file not
+    everyone may read there, a file with other hard links in the workstream's folder."""
+    verdicts: dict[str, bool] = {}
+    kept = []
+    for match in found.matches:
+        name = match[0]
+        if name not in verdicts:
+            verdicts[name] = _is_readable(os.path.join(cwd, name), ctx)
+        if verdicts[name]:
+            kept.append(match)
+    found.dropped = len(found.matches) - len(kept)
+    found.matches = kept
+
+
+def _is_readable(path: str, ctx: ToolContext) -> bool:
+    resolved = os.path.realpath(path)
+    if reach.refusal(resolved, ctx, reach.READ) is not None:
+        return False
+    try:
+        info = os.stat(resolved)
+    except OSError:
+        return False
+    return reach.file_refusal(info, resolved, path, ctx, reach.READ) is None
 
 
 def _grep_argv(query: str, operand: str) -> list[str]:
@@ -135,6 +172,7 @@ class _Found:
     stopped: str | None = None  # "timed out" or "cancelled"
     returncode: int = 0
     stderr: str = ""
+    dropped: int = 0  # matches left out: in files the file tools may not read
 
 
 def _collect(argv: list[str], cwd: str, ctx: ToolContext) -> _Found:
@@ -197,7 +235,7 @@ def _outcome(found: _Found, cwd: str, working_dir: str, program: str) -> ToolOut
             is_error=True,
         )
     if not found.matches:
-        return ToolOutcome(NO_MATCHES)
+        return ToolOutcome(NO_MATCHES + "".join(f"\n{note}" for note in _notes(found)))
     lines = [_line(cwd, working_dir, *match) for match in sorted(found.matches)]
     return ToolOutcome("\n".join(lines + _notes(found)), is_error=found.stopped is not None)
 
@@ -231,6 +269,12 @@ def _notes(found: _Found) -> list[str]:
         notes.append(f"[stopped after {MAX_MATCHES:,} matches; narrow the query or the path]")
     if found.stopped:
         notes.append(f"[search {found.stopped}; the results are incomplete]")
+    if found.dropped:
+        notes.append(
+            f"[{found.dropped:,} match{'es' * (found.dropped != 1)} left out: in files the file tools "
+            "may not read (never-opened or private files, files with other hard links, or reached "
+            "through a link)]"
+        )
     if found.returncode >= 2 and found.stderr and not found.capped:
         notes.append(f"[some files could not be searched: {found.stderr.splitlines()[0]}]")
     return notes

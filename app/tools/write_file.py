@@ -9,21 +9,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from app.tools import reach
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.diffs import unified_diff
 from app.tools.files import (
     ENCODING,
     ROUND_TRIP,
     FileToolError,
+    append_text,
     check_target,
     check_text,
     has_read,
     is_binary,
     mark_read,
     path_argument,
-    resolve,
     save_text,
 )
+from app.tools.redaction import redact_output
 from app.tools.truncation import truncate
 
 TOOL = "write_file"
@@ -41,21 +43,23 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
         mode = args.get("mode") or "overwrite"
         if mode not in MODES:
             raise FileToolError(f"Error: 'mode' must be 'overwrite' or 'append', not {mode!r}")
-        resolved = resolve(path, ctx)
+        resolved = reach.check(path, ctx, reach.WRITE)
         check_target(resolved, path)
+        preview = _preview(path, resolved, content, mode, ctx)
     except FileToolError as exc:
         return Preparation(dict(args), TOOL, needs_approval=False, error=str(exc))
     clean = {"path": path, "content": content, "mode": mode}
-    preview = truncate(_preview(path, resolved, content, mode, ctx), ctx.settings.truncation)
+    preview = truncate(redact_output(preview, ctx), ctx.settings.truncation)
     return Preparation(clean, f"{TOOL} {path} ({mode})", preview, needs_approval=True)
 
 
 def _preview(path: str, resolved: str, content: str, mode: str, ctx: ToolContext) -> str:
     if not os.path.exists(resolved):
         return f"Creates {path} ({_size(content)}):\n{content}"
-    if mode == "append":
-        return f"Appends {_size(content)} to the end of {path}:\n{content}"
-    with open(resolved, "rb") as file:
+    # Opened as a write would be: a file with other hard links is refused now, not once approved.
+    with os.fdopen(reach.open_file(resolved, path, ctx, reach.WRITE), "rb") as file:
+        if mode == "append":
+            return f"Appends {_size(content)} to the end of {path}:\n{content}"
         data = file.read()
     warning = ""
     if not has_read(ctx, resolved):
@@ -76,14 +80,13 @@ def _size(content: str) -> str:
 
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     path, content, mode = args["path"], args["content"], args.get("mode", "overwrite")
-    resolved = resolve(path, ctx)
     try:
+        resolved = reach.check(path, ctx, reach.WRITE)  # again: a link may have moved since prepare
         check_target(resolved, path)
+        existed = os.path.exists(resolved)
+        size = _write(resolved, path, content, mode, ctx)
     except FileToolError as exc:
         return ToolOutcome(str(exc), is_error=True)
-    existed = os.path.exists(resolved)
-    try:
-        size = _write(resolved, content, mode)
     except OSError as exc:  # a parent that is a file, no permission, a full disk
         return ToolOutcome(f"Error: could not write {path}: {exc.strerror or exc}", is_error=True)
     mark_read(ctx, resolved)
@@ -92,13 +95,19 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     return ToolOutcome(f"Wrote {size:,} bytes to {path}" + ("" if existed else " (new file)"))
 
 
-def _write(resolved: str, content: str, mode: str) -> int:
-    """Write (or append) `content`, creating parent folders; the number of bytes written."""
-    data = content.encode(ENCODING, ROUND_TRIP)
-    if mode == "append":
-        os.makedirs(os.path.dirname(resolved), exist_ok=True)
-        with open(resolved, "ab") as file:
-            file.write(data)
-    else:
-        save_text(resolved, content)
-    return len(data)
+def _write(resolved: str, path: str, content: str, mode: str, ctx: ToolContext) -> int:
+    """Write (or append) `content`, creating parent folders; the number of bytes written.
+
+    Everything happens through the descriptor of the checked folder, so a link swapped in on
+    the way since the check cannot take the write out of the workstream's folder."""
+    folder, name = os.path.split(resolved)
+    fd = reach.open_folder(folder, path, ctx)
+    try:
+        if mode == "append":
+            append_text(fd, name, content, path)
+        else:
+            reach.check_replaceable(fd, name, path)
+            save_text(fd, name, content)
+    finally:
+        os.close(fd)
+    return len(content.encode(ENCODING, ROUND_TRIP))

@@ -354,7 +354,7 @@ def test_writes_once(ctx, monkeypatch):
     make(ctx, "f.txt", "a b c\n")
     writes = []
     real = edit_file.save_text
-    monkeypatch.setattr(edit_file, "save_text", lambda p, t: (writes.append(t), real(p, t)))
+    monkeypatch.setattr(edit_file, "save_text", lambda f, n, t: (writes.append(t), real(f, n, t)))
     edit(ctx, edits=[{"old_string": "a", "new_string": "1"}, {"old_string": "c", "new_string": "3"}])
     assert writes == ["1 b 3\n"]
 
@@ -443,7 +443,7 @@ def test_a_failed_write_is_an_error_and_leaves_the_file(ctx, monkeypatch):
     path = make(ctx, "f.txt", "x\n")
     prep = edit_file.prepare({"path": "f.txt", "old_string": "x", "new_string": "y"}, ctx)
 
-    def full_disk(_path, _text):
+    def full_disk(_folder, _name, _text):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(edit_file, "save_text", full_disk)

@@ -9,6 +9,7 @@ from app.settings import ToolSettings
 from app.tools import search
 from app.tools.base import ToolContext
 from app.tools.pipeline import execute_call, prepare_call
+from app.tools.reach import Roots
 from app.tools.registry import build_registry
 
 RIPGREP = search.locate_ripgrep()
@@ -79,7 +80,8 @@ def test_path_may_be_one_file(ctx, tmp_path, rg):
 def test_a_path_outside_the_working_directory_is_shown_absolute(tmp_path, rg):
     write(tmp_path, "out/f.txt", "needle\n")
     (tmp_path / "work").mkdir()
-    ctx = ToolContext("ws", str(tmp_path / "work"))
+    roots = Roots(read_only=(str(tmp_path / "out"),), never=(), data_root=str(tmp_path / "data"))
+    ctx = ToolContext("ws", str(tmp_path / "work"), roots=roots)  # out/ is a read-only root
     assert (
         find(ctx, rg, query="needle", path=str(tmp_path / "out")).output == f"{tmp_path}/out/f.txt:1: needle"
     )
