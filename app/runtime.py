@@ -32,6 +32,7 @@ class Runtime:
     conversations: ConversationCache = field(default_factory=ConversationCache)  # model steps' copy
     heartbeats: Heartbeats = field(default_factory=Heartbeats)  # the claims its running phases hold
     owners: KnownOwners = field(default_factory=KnownOwners)  # of workstreams requests named
+    sandbox: Any = None  # app.sandbox.enforcement.Sandbox: the jail of bash calls and watch polls
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
@@ -39,6 +40,7 @@ class Runtime:
         from app.engine.prompt import SECTIONS
         from app.mcp import store as mcp_store
         from app.mcp.service import MCP_TOOLS, MCPService
+        from app.sandbox.enforcement import Sandbox
         from app.tools.fetch import Fetcher
         from app.tools.registry import build_registry
         from app.tools.sources import load_sources
@@ -60,6 +62,7 @@ class Runtime:
             prompt_sections=[*SECTIONS, *mcp.prompt_sections()],
             fetcher=Fetcher.from_settings(settings.tools),
             mcp=mcp,
+            sandbox=Sandbox(settings, db),
         )
 
     def close(self) -> None:

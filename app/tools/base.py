@@ -58,6 +58,10 @@ class ToolContext:
     fetcher: Any = None
     mcp: Any = None  # app.mcp.manager.MCPManager: a worker's MCP connections (web_search's MCP backend)
     start_task: Callable[[str], str] | None = None
+    # The process's app.sandbox.enforcement.Sandbox: bash and watch polls run in its jail; None
+    # (a handler tested alone) runs them unjailed. `network` is the workstream's choice.
+    sandbox: Any = None
+    network: str = "none"
 
 
 @dataclass(frozen=True)
