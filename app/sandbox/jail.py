@@ -72,16 +72,21 @@ class Jail:
         return [*argv, "bash", SCRIPT_PATH]
 
     def _filesystem(self, folder: str) -> list[str]:
-        roots = [r for r in self.sandbox.read_only_roots if os.path.lexists(r)]
-        argv: list[str] = []
+        mounts: list[tuple[str, list[str]]] = [
+            ("/proc", ["--proc", "/proc"]),
+            ("/dev", ["--dev", "/dev"]),
+            ("/tmp", ["--tmpfs", "/tmp"]),
+        ]
         bound: list[str] = []
-        for root in roots:
+        for root in (r for r in self.sandbox.read_only_roots if os.path.lexists(r)):
             if os.path.islink(root):  # /bin -> usr/bin on a merged-/usr system
-                argv += ["--symlink", os.readlink(root), root]
+                mounts.append((root, ["--symlink", os.readlink(root), root]))
             else:
-                argv += ["--ro-bind", root, root]
+                mounts.append((root, ["--ro-bind", root, root]))
                 bound.append(os.path.realpath(root))
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # Outer before inner: a root inside /tmp goes on the private /tmp, not under it, and a
+        # root of `/` goes below the fresh /proc, /dev and /tmp.
+        argv = [arg for _, args in sorted(mounts, key=lambda m: _depth(m[0])) for arg in args]
         real_folder = os.path.realpath(folder)
         masks = [m for m in _masks(self.hidden, bound) if not is_within(m, real_folder)]
         remount: list[str] = []
@@ -124,6 +129,10 @@ class Jail:
             f"ulimit -HS -t {s.cpu_seconds} -v {s.memory_mb * 1024} -n {s.open_files}"
             f" -u {s.processes} -f {s.file_size_mb * 1024} || exit {REFUSED_EXIT}\n"
         )
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.rstrip("/").count("/")
 
 
 def _namespaces(network: str) -> list[str]:

@@ -22,6 +22,7 @@ ENTER_SHELL = "/bin/sh"
 _counter = itertools.count()
 _leftovers: list[str] = []  # cgroups whose last processes were still exiting when the call ended
 _lock = threading.Lock()
+_swept_dead = False  # the groups of processes that died before they could remove theirs
 
 
 def is_needed() -> bool:
@@ -60,9 +61,13 @@ class ProcessCap:
 
 
 def _sweep() -> None:
+    global _swept_dead
     with _lock:
         pending = list(_leftovers)
         _leftovers.clear()
+        if not _swept_dead:
+            _swept_dead = True
+            pending += _orphans()
     for path in pending:
         try:
             os.rmdir(path)
@@ -71,6 +76,16 @@ def _sweep() -> None:
         except OSError:
             with _lock:
                 _leftovers.append(path)
+
+
+def _orphans() -> list[str]:
+    """Groups named after a process that no longer runs (a worker killed mid-command)."""
+    found = []
+    for name in os.listdir(PIDS_HIERARCHY):
+        owner = name.removeprefix(f"{GROUP_PREFIX}-").partition("-")[0]
+        if name.startswith(GROUP_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            found.append(os.path.join(PIDS_HIERARCHY, name))
+    return found
 
 
 def cap(limit: int) -> ProcessCap | None:
