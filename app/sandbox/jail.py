@@ -122,12 +122,13 @@ class Jail:
         return env
 
     def limits(self) -> str:
-        """The script's first line: the resource limits, hard and soft, before the user's command
-        (bash's ulimit: -f counts 1024-byte blocks, -v kibibytes)."""
+        """The resource limits, hard and soft, set before the user's command (bash's ulimit: -f
+        counts 1024-byte blocks, -v kibibytes); on the script's first line, with no line break of
+        its own, so that bash's messages number the command's lines as they were without it."""
         s = self.sandbox
         return (
             f"ulimit -HS -t {s.cpu_seconds} -v {s.memory_mb * 1024} -n {s.open_files}"
-            f" -u {s.processes} -f {s.file_size_mb * 1024} || exit {REFUSED_EXIT}\n"
+            f" -u {s.processes} -f {s.file_size_mb * 1024} || exit {REFUSED_EXIT}; "
         )
 
 
