@@ -27,5 +27,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("workstreams", schema=None) as batch_op:
+    # in place (SQLite's DROP COLUMN): a batch copy would drop the table others refer to
+    with op.batch_alter_table("workstreams", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("network")
