@@ -9,6 +9,7 @@ namespaces or its limits, not by the files being out of sight anyway.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -266,6 +267,16 @@ def test_a_network_outside_the_allowed_ones_is_a_400_naming_them(services, folde
     )
     assert r.status_code == 400, r.text
     assert "none, proxy" in r.json()["error"]
+
+
+@pytest.mark.parametrize("network", [7, True, ["none"], {"n": 1}, "none\x00", "\ud800", "h" * 100_000, ""])
+def test_a_hostile_network_is_a_400(services, folders, network):
+    body = json.dumps({"working_dir": str(folders.mine), "network": network})  # \ud800 escaped, as sent
+    r = Api(services.base_url, API_TOKEN).http.post(
+        "/v1/api/workstreams", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 400, r.text
+    assert "network" in r.json()["error"]
 
 
 def test_only_an_administrator_gives_a_workstream_the_host_network(services, folders, model):
