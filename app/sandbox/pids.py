@@ -30,8 +30,22 @@ def is_needed() -> bool:
     return os.geteuid() == 0
 
 
+def own_group() -> str:
+    """This process's pids cgroup, as a folder: a command's group goes inside it, so that any
+    limit set on the service's own group (a container's, say) still holds for its commands."""
+    try:
+        with open("/proc/self/cgroup") as file:
+            for line in file:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "pids" in controllers.split(","):
+                    return os.path.normpath(os.path.join(PIDS_HIERARCHY, path.lstrip("/")))
+    except OSError:
+        pass
+    return PIDS_HIERARCHY
+
+
 def is_available() -> bool:
-    return os.access(os.path.join(PIDS_HIERARCHY, "cgroup.procs"), os.W_OK)
+    return os.access(os.path.join(own_group(), "cgroup.procs"), os.W_OK)
 
 
 class ProcessCap:
@@ -40,7 +54,7 @@ class ProcessCap:
 
     def __init__(self, limit: int) -> None:
         _sweep()
-        self.path = os.path.join(PIDS_HIERARCHY, f"{GROUP_PREFIX}-{os.getpid()}-{next(_counter)}")
+        self.path = os.path.join(own_group(), f"{GROUP_PREFIX}-{os.getpid()}-{next(_counter)}")
         os.mkdir(self.path)
         try:
             with open(os.path.join(self.path, "pids.max"), "w") as file:
@@ -81,10 +95,11 @@ def _sweep() -> None:
 def _orphans() -> list[str]:
     """Groups named after a process that no longer runs (a worker killed mid-command)."""
     found = []
-    for name in os.listdir(PIDS_HIERARCHY):
+    parent = own_group()
+    for name in os.listdir(parent):
         owner = name.removeprefix(f"{GROUP_PREFIX}-").partition("-")[0]
         if name.startswith(GROUP_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-            found.append(os.path.join(PIDS_HIERARCHY, name))
+            found.append(os.path.join(parent, name))
     return found
 
 

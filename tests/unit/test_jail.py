@@ -330,3 +330,15 @@ def test_with_bwrap_the_status_says_enforced(host):
         "bwrap": shutil.which("bwrap"),
         "reason": "every command runs in bubblewrap",
     }
+
+
+def test_a_bwrap_that_cannot_create_its_namespaces_counts_as_missing(tmp_path):
+    # /bin/false stands for a bwrap a container's seccomp profile stops at its first unshare.
+    policy = SandboxSettings(bwrap="/bin/false", mode="required", data_root=str(tmp_path))
+    sandbox = Sandbox(Settings(sandbox=policy), None)
+    status = sandbox.status()
+    assert status.enforced is False and status.bwrap == "/bin/false"
+    assert "cannot create its namespaces" in status.reason
+    outcome = bash.execute({"command": "touch ran"}, ToolContext("ws", str(tmp_path), sandbox=sandbox))
+    assert outcome.is_error and "cannot create its namespaces" in outcome.output
+    assert not (tmp_path / "ran").exists()
