@@ -3,6 +3,7 @@ dies with its call (timeout, cancel, a killed worker); and what happens where bw
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -342,3 +343,13 @@ def test_a_bwrap_that_cannot_create_its_namespaces_counts_as_missing(tmp_path):
     outcome = bash.execute({"command": "touch ran"}, ToolContext("ws", str(tmp_path), sandbox=sandbox))
     assert outcome.is_error and "cannot create its namespaces" in outcome.output
     assert not (tmp_path / "ran").exists()
+
+
+def test_an_unjailed_start_is_said_loudly_and_a_jailed_one_quietly(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="app.sandbox.enforcement"):
+        missing("auto", None, tmp_path).warn_if_unjailed()
+        Host(tmp_path).sandbox.warn_if_unjailed()
+    (record,) = caplog.records
+    assert (
+        "SANDBOX NOT ENFORCED" in record.getMessage() and "apt-get install bubblewrap" in record.getMessage()
+    )
