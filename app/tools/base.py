@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app.settings import ModelSettings, ToolSettings
 
 if TYPE_CHECKING:
+    from app.sandbox.enforcement import Sandbox
     from app.storage.database import Database
     from app.storage.models import Workstream
 
@@ -60,7 +61,7 @@ class ToolContext:
     start_task: Callable[[str], str] | None = None
     # The process's app.sandbox.enforcement.Sandbox: bash and watch polls run in its jail; None
     # (a handler tested alone) runs them unjailed. `network` is the workstream's choice.
-    sandbox: Any = None
+    sandbox: Sandbox | None = None
     network: str = "none"
 
 
