@@ -81,7 +81,7 @@ def test_a_bash_command_is_stopped_with_its_killed_worker(api, model, services, 
     model.enqueue(Reply(text="it was stopped"))
     turn_id = api.send(ws_id, "long one")
     sock.wait_type("tool_output_chunk")
-    assert carrying(marker) and carrying(str(workdir))
+    assert wait_until(lambda: carrying(marker) and carrying(str(workdir)), 10)  # printed before it execs
     services.kill("worker")
     # Once no process of the jail runs, nothing can create the file any more.
     assert wait_until(lambda: not carrying(marker) and not carrying(str(workdir)), 10), carrying(marker)

@@ -341,7 +341,7 @@ def test_cancelling_the_parent_stops_its_sub_agents_and_their_commands(api, mode
     )
     turn_id = api.send(ws_id, "start a long helper")
     wait_child_event(sock, "t1", "tool_output_chunk")
-    assert carrying(marker)
+    assert wait_until(lambda: carrying(marker), 10)  # "started" is printed before it execs
     assert api.cancel(ws_id).status_code == 202
     result = sock.wait_type("tool_result", call_id="t1")
     assert result["is_error"] is True and "Cancelled" in result["output"]
@@ -479,7 +479,7 @@ def test_the_sweeper_stops_a_sub_agent_whose_parent_turn_is_gone(api, model, ser
     model.enqueue(Reply(text="interrupted, fine"), match="CHILD-ORPHAN")
     turn_id = api.send(ws_id, "orphan")
     started = wait_child_event(sock, "t1", "tool_output_chunk")
-    assert carrying(marker)
+    assert wait_until(lambda: carrying(marker), 10)  # "started" is printed before it execs
     db = Database(services.db.url)
     try:
         with db.session() as s:  # the parent's end, committed by a process that died before its after-work
