@@ -128,7 +128,11 @@ class Row:
 
 ROWS = [
     Row("environ of the worker, plain", "cat /proc/{pid}/environ", must_see=("Blocked",)),
-    Row("environ of the worker, base64", "base64 /proc/{pid}/env''iron; echo end", must_see=("end",)),
+    Row(  # encoded, a leak would pass the redaction: it must fail outright
+        "environ of the worker, base64",
+        "base64 -w0 /proc/{pid}/env''iron 2>&1; echo; echo end",
+        must_see=("No such file", "end"),
+    ),
     Row(
         "environ of the worker, via python",
         "python3 -c \"print(open('/proc/{pid}/env' + 'iron').read())\" 2>&1",
