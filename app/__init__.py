@@ -38,6 +38,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
     rt.waits_out_outages = False  # a request meeting an outage is answered 503 to retry
+    rt.sandbox.warn_if_unjailed()
     flask_app = Flask(__name__, static_folder=None)
     max_body = settings.max_body_bytes
     flask_app.config["MAX_CONTENT_LENGTH"] = max_body

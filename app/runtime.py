@@ -35,6 +35,7 @@ class Runtime:
     # Whether a transition waits out a Redis outage (a worker: the end of a phase holds finished
     # work) or fails at once (the web: the request is answered 503, and the client retries).
     waits_out_outages: bool = True
+    sandbox: Any = None  # app.sandbox.enforcement.Sandbox: the jail of bash calls and watch polls
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
@@ -42,6 +43,7 @@ class Runtime:
         from app.engine.prompt import SECTIONS
         from app.mcp import store as mcp_store
         from app.mcp.service import MCP_TOOLS, MCPService
+        from app.sandbox.enforcement import Sandbox
         from app.tools.fetch import Fetcher
         from app.tools.registry import build_registry
         from app.tools.sources import load_sources
@@ -63,6 +65,7 @@ class Runtime:
             prompt_sections=[*SECTIONS, *mcp.prompt_sections()],
             fetcher=Fetcher.from_settings(settings.tools),
             mcp=mcp,
+            sandbox=Sandbox(settings, db),
         )
 
     def close(self) -> None:

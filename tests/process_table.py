@@ -44,6 +44,21 @@ def live_members(pgid: int) -> list[int]:
     return members
 
 
+def carrying(marker: str) -> list[int]:
+    """Processes whose command line holds `marker` (a jailed command's pids are its own
+    namespace's, so the host finds what it started by a marker it put in an argv)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
 def wait_until(predicate: Callable[[], object], seconds: float) -> bool:
     """Poll `predicate` until it holds or `seconds` pass; whether it came to hold."""
     deadline = time.monotonic() + seconds

@@ -88,6 +88,7 @@ class AsyncClient:
         working_dir: str | None = None,
         tool_search: dict[str, Any] | None = None,
         skill: str | None = None,
+        network: str | None = None,
     ) -> Workstream:
         body = {
             "name": name,
@@ -96,6 +97,7 @@ class AsyncClient:
             "working_dir": working_dir,
             "tool_search": tool_search,
             "skill": skill,
+            "network": network,
         }
         data = await self._call(
             "POST", f"{protocol.API}/workstreams", {k: v for k, v in body.items() if v is not None}

@@ -20,6 +20,7 @@ def _announce(sender: Any = None, **_: Any) -> None:
     _presence = Presence(runtime().redis, str(getattr(sender, "hostname", "worker")))
     _presence.start()
     runtime().mcp.start()  # this process's MCP servers: spawned here, never in the web tier
+    runtime().sandbox.warn_if_unjailed()  # loudly, where the commands run
     heap.settle()  # everything above is kept for the worker's life
 
 

@@ -335,6 +335,8 @@ def _context(rt: Runtime, ws: Workstream, turn_id: str, call_id: str, read_paths
         call_id=call_id,
         db=rt.db,
         fetcher=rt.fetcher,
+        sandbox=rt.sandbox,
+        network=ws.network,
     )
 
 

@@ -53,6 +53,7 @@ def start(rt: Runtime, parent: Workstream, turn_id: str, call: ToolCall, prompt:
                     auto_approve=parent.auto_approve,
                     auto_approve_tools=list(parent.auto_approve_tools),
                     working_dir=parent.working_dir,
+                    network=parent.network,  # a sub-agent reaches no further than its parent
                     owner_id=ownership.owner_for_child(parent),
                 )
             )

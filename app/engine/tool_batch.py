@@ -204,6 +204,8 @@ def _context(
         db=rt.db,
         publish=publish,
         fetcher=rt.fetcher,
+        sandbox=rt.sandbox,
+        network=ws.network,
         mcp=rt.mcp.manager if rt.mcp is not None else None,
         start_task=lambda prompt: subagents.start(rt, ws, fence.turn_id, row, prompt),
     )

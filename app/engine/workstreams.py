@@ -12,7 +12,7 @@ from sqlmodel import col, func, select
 from app.engine import calls as call_store
 from app.engine import subagents
 from app.engine.turns import new_id
-from app.errors import BadRequestError, ConflictError, NotFoundError
+from app.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from app.previews import store as preview_store
 from app.runtime import Runtime
 from app.skills import store as skills
@@ -42,7 +42,11 @@ def create(
     tool_search: dict[str, Any] | None = None,
     owner_id: str | None = None,
     skill: str | None = None,
+    network: str | None = None,
+    is_admin: bool = True,
 ) -> Workstream:
+    """A new workstream; `network` (default `[sandbox] default_network`) checked against what
+    the policy lets its creator choose (`is_admin`: the operator or an admin user)."""
     chosen = rt.settings.model(model)
     if model is not None and chosen is None:
         known = ", ".join(sorted(rt.settings.models)) or "none"
@@ -53,6 +57,7 @@ def create(
         search = search_plan.check_override(tool_search)
     except search_plan.SearchOverrideError as exc:
         raise BadRequestError(str(exc), field="tool_search") from None
+    network = _network(rt, network, is_admin)
     folder = os.path.abspath(os.path.expanduser(working_dir or rt.settings.working_dir))
     if not os.path.isdir(folder):
         raise BadRequestError(f"working_dir: {folder} is not a directory", field="working_dir")
@@ -65,6 +70,7 @@ def create(
         working_dir=folder,
         tool_search=search,
         owner_id=owner_id,
+        network=network,
     )
     template = skills.chosen_at_creation(rt.db, skill)
     if template is not None:
@@ -74,6 +80,20 @@ def create(
         s.add(ws)
     rt.owners.add(ws_id, Owner(owner_id))  # its owner's next request need not read it
     return ws
+
+
+def _network(rt: Runtime, network: str | None, is_admin: bool) -> str:
+    policy = rt.settings.sandbox
+    if network is None:
+        return policy.default_network
+    if network == "host":
+        if not is_admin:
+            raise ForbiddenError("network: only an administrator may give a workstream the host's network")
+        return network
+    if network not in policy.networks:
+        allowed = ", ".join(policy.networks)
+        raise BadRequestError(f"network: {network!r} is not allowed (allowed: {allowed})", field="network")
+    return network
 
 
 def get(rt: Runtime, ws_id: str) -> Workstream:
@@ -106,6 +126,7 @@ def summary(ws: Workstream, children_waiting: bool = False) -> dict[str, Any]:
         "auto_approve": ws.auto_approve,
         "auto_approve_tools": list(ws.auto_approve_tools),
         "working_dir": ws.working_dir,
+        "network": ws.network,
         "tool_search": ws.tool_search,
         "state": state,
         "active_turn_id": ws.active_turn_id,

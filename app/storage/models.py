@@ -96,6 +96,8 @@ class Workstream(SQLModel, table=True):
     # The active skill (app/skills): its name, and its content as rendered when it was chosen.
     skill: str | None = Field(default=None, max_length=200)
     skill_content: str | None = Field(default=None, sa_column=Column(SafeText))
+    # Where its commands may connect (app/sandbox/settings.py NETWORKS): none, proxy or host.
+    network: str = Field(default="none", max_length=16, sa_column_kwargs={"server_default": "none"})
 
 
 class Turn(SQLModel, table=True):

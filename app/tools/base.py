@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app.settings import ModelSettings, ToolSettings
 
 if TYPE_CHECKING:
+    from app.sandbox.enforcement import Sandbox
     from app.storage.database import Database
     from app.storage.models import Workstream
     from app.tools.reach import Roots
@@ -60,6 +61,10 @@ class ToolContext:
     mcp: Any = None  # app.mcp.manager.MCPManager: a worker's MCP connections (web_search's MCP backend)
     start_task: Callable[[str], str] | None = None
     roots: Roots | None = None  # the file tools' roots; None: those of this process's settings
+    # The process's app.sandbox.enforcement.Sandbox: bash and watch polls run in its jail; None
+    # (a handler tested alone) runs them unjailed. `network` is the workstream's choice.
+    sandbox: Sandbox | None = None
+    network: str = "none"
 
 
 @dataclass(frozen=True)

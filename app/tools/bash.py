@@ -1,5 +1,8 @@
 """The bash tool: run a script in its own process group, streaming its stdout.
 
+Where the service has a sandbox (`ctx.sandbox`), the script runs in its bubblewrap jail
+(app/sandbox/jail.py); the process group is then bwrap's, and killing it ends the jail.
+
 The blocklist refuses a few well-known destructive commands before anyone is
 asked to approve them. It is a guard rail against accidents, not a sandbox: a
 determined command gets past any pattern list. Approval is the real control.
@@ -23,6 +26,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.sandbox import pids
+from app.sandbox.enforcement import SandboxUnavailableError
+from app.sandbox.jail import Jail
 from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.environment import redact, scrubbed_environment, secret_values, service_secrets
@@ -443,7 +449,10 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return ToolOutcome(f"Error: working directory {ctx.working_dir} does not exist", True)
     timeout = args.get("timeout") or ctx.settings.timeout
     stop_on_error = bool(args.get("stop_on_error"))
-    done = run(args["command"], timeout, ctx, stop_on_error)
+    try:
+        done = run(args["command"], timeout, ctx, stop_on_error)
+    except SandboxUnavailableError as exc:
+        return ToolOutcome(str(exc), True)
     return _outcome(done, timeout, stop_on_error, ctx.settings.truncation)
 
 
@@ -467,12 +476,14 @@ class Completed:
 
 def run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool = False) -> Completed:
     """Run `command` under bash's rules (its own process group, a scrubbed environment, the
-    working directory, `timeout`, cancel); the caller checks that the directory exists."""
+    working directory, `timeout`, cancel, the sandbox's jail); the caller checks that the
+    directory exists. Raises SandboxUnavailableError when it must be jailed and cannot be."""
+    jail = ctx.sandbox.jail() if ctx.sandbox is not None else None
     fd, script = tempfile.mkstemp(prefix="turnstone-bash-", suffix=".sh")
     try:
         with os.fdopen(fd, "w") as file:
-            file.write(_script(command, stop_on_error))
-        return _execute(script, timeout, ctx)
+            file.write((jail.limits() if jail else "") + _script(command, stop_on_error))
+        return _execute(script, timeout, ctx, jail)
     finally:
         os.unlink(script)
 
@@ -481,16 +492,40 @@ def _script(command: str, stop_on_error: bool) -> str:
     return "set -o pipefail\n" + ("set -e\n" if stop_on_error else "") + command + "\n"
 
 
-def _execute(script: str, timeout: int, ctx: ToolContext) -> Completed:
+def _execute(script: str, timeout: int, ctx: ToolContext, jail: Jail | None) -> Completed:
     environ = dict(os.environ)
     known = service_secrets(ctx)
+    env = scrubbed_environment(environ, known)
+    argv = ["bash", script]
+    cap = None
+    if jail is not None:
+        argv = jail.argv(ctx.working_dir, ctx.network, script, env)
+        env = {"PATH": env.get("PATH", os.defpath)}  # bwrap's own; the command's is in argv
+        cap = pids.cap(jail.sandbox.processes)
+        if cap is not None:
+            argv = cap.prefix() + argv
+    try:
+        return _started(argv, env, ctx, timeout, known, environ)
+    finally:
+        if cap is not None:
+            cap.remove()
+
+
+def _started(
+    argv: list[str],
+    env: dict[str, str],
+    ctx: ToolContext,
+    timeout: int,
+    known: list[str],
+    environ: dict[str, str],
+) -> Completed:
     # The guard starts first, so that a guard that cannot start leaves nothing
     # running; it kills the group if this worker dies before the call ends.
     with GroupGuard(TERM_GRACE_SECONDS) as guard:
         proc = subprocess.Popen(
-            ["bash", script],
+            argv,
             cwd=ctx.working_dir,
-            env=scrubbed_environment(environ, known),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

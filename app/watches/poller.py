@@ -26,6 +26,7 @@ from sqlmodel import col, select
 from app.engine.outbox import ordered
 from app.events import EventType
 from app.runtime import Runtime
+from app.sandbox.enforcement import SandboxUnavailableError
 from app.settings import WATCH_CLAIM_GRACE_SECONDS, WATCH_CLAIMS_PER_PASS, WATCH_OUTPUT_CHARS
 from app.storage.models import Watch, WatchStatus, Workstream, utcnow
 from app.tools import bash
@@ -138,12 +139,16 @@ def _run(rt: Runtime, watch: Watch, ws: Workstream) -> PollResult:
         settings=rt.settings.tools,
         model=rt.settings.model(ws.model),  # its key is redacted from the output
         is_cancelled=_cancel_check(rt, watch.id),
+        sandbox=rt.sandbox,
+        network=ws.network,
     )
     timeout = rt.settings.tools.timeout
     try:
         done = bash.run(watch.command, timeout, ctx)
     except OSError as exc:  # no bash, no room for a process: a failed poll, not a lost claim
         return PollResult(f"Error: the command could not be started: {exc}", -1, watch.last_output)
+    except SandboxUnavailableError as exc:  # a failed poll too: installing bwrap mends the next
+        return PollResult(str(exc), -1, watch.last_output)
     # One notice, counting what bash did not keep while the command ran as well.
     text = truncate_pieces(done.pieces, WATCH_OUTPUT_CHARS)
     if done.stopped == "timeout":

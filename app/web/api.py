@@ -37,6 +37,7 @@ def _check_ws_id(_endpoint: str | None, values: dict[str, Any] | None) -> None:
 @api.post("/workstreams")
 def create_workstream() -> Any:
     body = json_body()
+    who = principal()
     ws = workstreams.create(
         _rt(),
         name=field(body, "name", str, max_chars=MAX_NAME_CHARS),
@@ -44,8 +45,10 @@ def create_workstream() -> Any:
         auto_approve=field(body, "auto_approve", bool, default=False),
         working_dir=field(body, "working_dir", str),
         tool_search=field(body, "tool_search", dict),
-        owner_id=ownership.owner_for_new(principal()),
+        owner_id=ownership.owner_for_new(who),
         skill=field(body, "skill", str, max_chars=MAX_NAME_CHARS),
+        network=field(body, "network", str, max_chars=MAX_NAME_CHARS),
+        is_admin=who.is_operator or who.is_admin,
     )
     return _reply(201, workstreams.summary(ws))
 

@@ -1,4 +1,4 @@
-"""GET /health: process health, Redis and database reachability, worker count."""
+"""GET /health: process health, Redis and database reachability, worker count, the sandbox."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def check() -> Any:
     body["redis"] = _redis_ok(rt)
     body["database"] = _database_ok(rt)
     body["workers"] = _workers(rt) if body["redis"]["ok"] else {"ok": False, "count": 0}
+    body["sandbox"] = _sandbox(rt)
     if body["redis"]["ok"]:
         body["mcp"] = _mcp(rt)
     body["ok"] = body["redis"]["ok"] and body["database"]["ok"]
@@ -45,6 +46,15 @@ def _database_ok(rt: Runtime) -> dict[str, Any]:
         return {"ok": True, "dialect": rt.db.engine.dialect.name}
     except SQLAlchemyError as exc:
         return {"ok": False, "error": type(exc).__name__}
+
+
+def _sandbox(rt: Runtime) -> dict[str, Any]:
+    """Whether commands run jailed (app/sandbox/enforcement.py); not part of `ok`: an unjailed
+    service still serves, and says so here."""
+    try:
+        return rt.sandbox.status().as_json()
+    except SQLAlchemyError as exc:  # whether users exist is read from the database
+        return {"enforced": False, "mode": rt.settings.sandbox.mode, "error": type(exc).__name__}
 
 
 def _workers(rt: Runtime) -> dict[str, Any]:

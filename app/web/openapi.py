@@ -139,6 +139,12 @@ OPENAPI: dict[str, Any] = {
                         "maxLength": 200,
                         "description": "an enabled skill's name (else 400): the workstream starts with it",
                     },
+                    "network": {
+                        "type": ["string", "null"],
+                        "enum": ["none", "proxy", "host", None],
+                        "description": "where its commands may connect (default: [sandbox] default_network); "
+                        "one of [sandbox] networks (else 400); host: administrators only (else 403)",
+                    },
                 },
             },
             "ToolSearch": {
@@ -162,6 +168,11 @@ OPENAPI: dict[str, Any] = {
                     "auto_approve": {"type": "boolean"},
                     "auto_approve_tools": {"type": "array", "items": {"type": "string"}},
                     "working_dir": {"type": "string"},
+                    "network": {
+                        "enum": ["none", "proxy", "host"],
+                        "description": "where its commands may connect: none, through the egress proxy, "
+                        "or the host's own network",
+                    },
                     "state": {"enum": ["idle", "thinking", "running", "attention", "error"]},
                     "active_turn_id": {"type": ["string", "null"]},
                     "skill": {"type": ["string", "null"], "description": "the active skill's name"},
@@ -449,6 +460,8 @@ OPENAPI: dict[str, Any] = {
         "/health": {
             "get": {
                 "summary": "Process, Redis, database and worker health",
+                "description": "`sandbox`: {enforced, mode, bwrap, reason}: whether bash calls and watch "
+                "polls run in the bubblewrap jail (false: bwrap is missing; see docs/security.md)",
                 "responses": {
                     "200": {"description": "healthy"},
                     "503": {"description": "Redis or the database is unreachable"},

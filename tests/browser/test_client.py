@@ -63,6 +63,17 @@ def test_sign_in_create_and_a_plain_turn_streams(open_page, model, workdir, scre
     screenshot(page, "desktop-conversation")
 
 
+def test_a_workstream_made_with_the_host_network_says_so_in_its_header(open_page, workdir):
+    page = open_page()
+    page.locator("#new-ws").click()
+    page.locator("#c-name").fill("on the host")
+    page.locator("#c-dir").fill(str(workdir))
+    page.locator("#c-network").select_option("host")
+    page.locator("#create-form button[type=submit]").click()
+    expect(page.locator("#ws-title")).to_have_text("on the host")
+    expect(page.locator("#ws-meta")).to_contain_text("network: host (the host's own network)")
+
+
 def test_bash_approved_by_click_streams_its_output_line_by_line(open_page, api, model, workdir, screenshot):
     ws_id = api.create_workstream(name="approve by click", working_dir=str(workdir))
     page = open_page(ws_id)

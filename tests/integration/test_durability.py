@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 import uuid
 
@@ -15,7 +12,7 @@ from app.storage.database import IDLE_CHECK_SECONDS, Database
 from app.storage.models import Turn
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.services import PG_ADMIN_URL
-from tests.process_table import live_members, wait_until
+from tests.process_table import carrying, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,20 +73,19 @@ def test_worker_killed_during_a_bash_call_reports_it_interrupted(api, model, ser
 def test_a_bash_command_is_stopped_with_its_killed_worker(api, model, services, open_socket, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
     sock = open_socket(ws_id)
-    command = "echo $$ > group; echo started; sleep 3 & sleep 3; touch finished"
+    # The jail's pids are its own: its processes are found by a marker in their argv, and the
+    # jail itself by its folder in bwrap's (the namespace's init: once it is gone, so is the rest).
+    marker = f"tj-durable-{uuid.uuid4().hex}"
+    command = f"echo started; (exec -a {marker} sleep 3) & (exec -a {marker} sleep 3); touch finished"
     model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": command})]))
     model.enqueue(Reply(text="it was stopped"))
     turn_id = api.send(ws_id, "long one")
     sock.wait_type("tool_output_chunk")
-    pgid = int((workdir / "group").read_text())
+    assert wait_until(lambda: carrying(marker) and carrying(str(workdir)), 10)  # printed before it execs
     services.kill("worker")
-    try:
-        # Once no process of the group runs, nothing can create the file any more.
-        assert wait_until(lambda: not live_members(pgid), 10), live_members(pgid)
-        assert not (workdir / "finished").exists()
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    # Once no process of the jail runs, nothing can create the file any more.
+    assert wait_until(lambda: not carrying(marker) and not carrying(str(workdir)), 10), carrying(marker)
+    assert not (workdir / "finished").exists()
     services.start_worker()
     sock.wait_turn_end(turn_id, timeout=60)
     result = sock.of_type("tool_result")[-1]

@@ -61,6 +61,17 @@ def test_send_and_wait_decides_through_the_callback_and_returns_answer_and_resul
     assert history.messages[2].raw["decision"]["via"] == "http"
 
 
+def test_a_workstream_is_made_with_a_network_and_shows_it(client, services, workdir):
+    assert client.create_workstream(working_dir=str(workdir)).network == "none"
+    assert client.create_workstream(working_dir=str(workdir), network="host").network == "host"
+
+    async def made() -> str | None:
+        async with AsyncClient(services.base_url, API_TOKEN) as aio:
+            return (await aio.create_workstream(working_dir=str(workdir), network="proxy")).network
+
+    assert run_apart(made()) == "proxy"
+
+
 def test_a_denial_with_feedback_reaches_the_model_and_nothing_runs(client, model, workdir):
     ws = client.create_workstream(working_dir=str(workdir))
     model.enqueue(Reply(tool_calls=[bash("touch should-not-exist")]))

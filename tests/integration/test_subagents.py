@@ -4,10 +4,8 @@ call's result, whatever dies on the way."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
+import uuid
 
 import pytest
 
@@ -17,7 +15,7 @@ from app.storage.models import ToolCall as CallRow
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.test_durability import _consistent
 from tests.integration.test_tool_foundation import SIGNAL, _wait_phase, offered_tools, tool_results
-from tests.process_table import live_members, wait_until
+from tests.process_table import carrying, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -336,23 +334,20 @@ def test_cancelling_the_parent_stops_its_sub_agents_and_their_commands(api, mode
     ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
     sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[task("CHILD-CANCEL: run long", "t1")]))
+    marker = f"tj-child-{uuid.uuid4().hex}"  # its pids are the jail's own: found by argv
     model.enqueue(
-        Reply(tool_calls=[bash("echo $$ > group; echo started; sleep 30; touch finished", "c1")]),
+        Reply(tool_calls=[bash(f"echo started; (exec -a {marker} sleep 30); touch finished", "c1")]),
         match="CHILD-CANCEL",
     )
     turn_id = api.send(ws_id, "start a long helper")
     wait_child_event(sock, "t1", "tool_output_chunk")
-    pgid = int((workdir / "group").read_text())
-    try:
-        assert api.cancel(ws_id).status_code == 202
-        result = sock.wait_type("tool_result", call_id="t1")
-        assert result["is_error"] is True and "Cancelled" in result["output"]
-        sock.wait_type("cancelled", turn_id=turn_id)
-        assert sock.wait_turn_end(turn_id)["state"] == "idle"
-        assert wait_until(lambda: not live_members(pgid), 10), live_members(pgid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    assert wait_until(lambda: carrying(marker), 10)  # "started" is printed before it execs
+    assert api.cancel(ws_id).status_code == 202
+    result = sock.wait_type("tool_result", call_id="t1")
+    assert result["is_error"] is True and "Cancelled" in result["output"]
+    sock.wait_type("cancelled", turn_id=turn_id)
+    assert sock.wait_turn_end(turn_id)["state"] == "idle"
+    assert wait_until(lambda: not carrying(marker), 10), carrying(marker)
     child_id = child_events(sock, "t1")[0]["ws_id"]
     api.wait_idle(child_id)
     child_history = api.history(child_id)
@@ -362,6 +357,17 @@ def test_cancelling_the_parent_stops_its_sub_agents_and_their_commands(api, mode
     history = api.history(ws_id)
     _consistent(history)
     assert history[-1] == {**history[-1], "role": "tool", "tool_call_id": "t1", "is_error": True}
+
+
+def test_a_sub_agent_gets_its_parents_network(api, model, open_socket, workdir):
+    ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True, network="host")
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[task("CHILD-NET: where are you?", "t1")]))
+    model.enqueue(Reply(text="on the host's network"), match="CHILD-NET")
+    model.enqueue(Reply(text="done"))
+    sock.wait_turn_end(api.send(ws_id, "delegate"))
+    child_id = child_events(sock, "t1")[0]["ws_id"]
+    assert api.workstream(child_id)["network"] == "host"
 
 
 def test_cancelling_the_parent_denies_its_sub_agents_pending_calls(api, model, open_socket, workdir):
@@ -466,13 +472,14 @@ def test_the_sweeper_stops_a_sub_agent_whose_parent_turn_is_gone(api, model, ser
     ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
     sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[task("CHILD-ORPHAN: run long", "t1")]))
+    marker = f"tj-orphan-{uuid.uuid4().hex}"  # its pids are the jail's own: found by argv
     model.enqueue(
-        Reply(tool_calls=[bash("echo $$ > group; echo started; sleep 30", "c1")]), match="CHILD-ORPHAN"
+        Reply(tool_calls=[bash(f"echo started; (exec -a {marker} sleep 30)", "c1")]), match="CHILD-ORPHAN"
     )
     model.enqueue(Reply(text="interrupted, fine"), match="CHILD-ORPHAN")
     turn_id = api.send(ws_id, "orphan")
     started = wait_child_event(sock, "t1", "tool_output_chunk")
-    pgid = int((workdir / "group").read_text())
+    assert wait_until(lambda: carrying(marker), 10)  # "started" is printed before it execs
     db = Database(services.db.url)
     try:
         with db.session() as s:  # the parent's end, committed by a process that died before its after-work
@@ -485,11 +492,9 @@ def test_the_sweeper_stops_a_sub_agent_whose_parent_turn_is_gone(api, model, ser
             parent = s.get(Workstream, ws_id)
             parent.active_turn_id, parent.state = None, "idle"
             s.add(parent)
-        assert wait_until(lambda: not live_members(pgid), 20), live_members(pgid)
+        assert wait_until(lambda: not carrying(marker), 20), carrying(marker)
     finally:
         db.dispose()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
     child_id = started["child_ws_id"]
     api.wait_idle(child_id)
     deadline = time.monotonic() + 10

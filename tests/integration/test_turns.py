@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
 from tests.fakes.model_server import Reply, ToolCall
+from tests.process_table import carrying, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -142,7 +144,8 @@ def test_per_call_decisions_in_a_batch_of_three(api, model, open_socket, workdir
 def test_cancel_during_a_long_bash_kills_it_and_frees_the_workstream(api, model, open_socket, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir), auto_approve=True)
     sock = open_socket(ws_id)
-    model.enqueue(Reply(tool_calls=[bash("echo $$ > pid; echo started; sleep 60; touch finished")]))
+    marker = f"tj-cancelled-{uuid.uuid4().hex}"  # its pids are the jail's own: found by argv
+    model.enqueue(Reply(tool_calls=[bash(f"echo started; (exec -a {marker} sleep 60); touch finished")]))
     turn_id = api.send(ws_id, "long job")
     sock.wait_type("tool_output_chunk")
     cancelled_at = time.monotonic()
@@ -152,9 +155,7 @@ def test_cancel_during_a_long_bash_kills_it_and_frees_the_workstream(api, model,
     assert time.monotonic() - cancelled_at < 5
     result = sock.wait_type("tool_result")
     assert result["is_error"] and "started" in result["output"] and "cancel" in result["output"].lower()
-    pid = int((workdir / "pid").read_text())
-    time.sleep(0.5)
-    assert not _alive(pid)
+    assert wait_until(lambda: not carrying(marker), 2), carrying(marker)
     assert not (workdir / "finished").exists()
     model.enqueue(Reply(text="fresh start"))
     next_turn = api.send(ws_id, "next")
@@ -368,16 +369,6 @@ def test_secrets_never_reach_tool_output(api, model, open_socket, workdir):
     assert "PATH=" in output
     for secret in (MODEL_KEY, API_TOKEN, "OPENAI_API_KEY", "REDIS_URL="):
         assert secret not in output
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_reasoning_streams_and_is_kept_in_the_history_but_not_sent_back(api, model, open_socket, workdir):

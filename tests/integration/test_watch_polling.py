@@ -422,6 +422,25 @@ def test_the_depth_guard_stores_the_sixth_watch_result_without_a_turn(rt, tmp_pa
     assert last is not None and last.origin == "watch" and "'after'" in last.message
 
 
+def test_a_poll_runs_in_the_jail_with_its_workstreams_network(rt, tmp_path):
+    # The folder holds this runtime's SQLite database: hidden from the command all the same.
+    for network, reached in (("none", False), ("host", True)):
+        ws = workstreams.create(rt, working_dir=str(tmp_path), network=network)
+        host, port = (
+            rt.redis.connection_pool.connection_kwargs["host"],
+            rt.redis.connection_pool.connection_kwargs["port"],
+        )
+        command = (
+            f"id -u; cat service.db 2>&1 | head -c 15; echo; "
+            f"(echo > /dev/tcp/{host}/{port}) 2>/dev/null && echo reached"
+        )
+        watch = store.create(rt.db, ws.id, spec(name=f"jailed-{network}", command=command))
+        poll_once(rt, watch.id)
+        lines = load(rt, watch.id).last_output.splitlines()
+        assert lines[0] == "1000" and "SQLite format" not in lines[1], lines
+        assert ("reached" in lines) is reached, (network, lines)
+
+
 def test_cancelling_a_watch_stops_its_running_poll(rt, tmp_path):
     ws = workstreams.create(rt, working_dir=str(tmp_path))
     watch = store.create(rt.db, ws.id, spec(command="echo started > started; sleep 60; echo late > late"))

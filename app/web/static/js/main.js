@@ -250,6 +250,7 @@ bindCreateDialog(
     name: $("c-name"),
     model: $("c-model"),
     dir: $("c-dir"),
+    network: $("c-network"),
     auto: $("c-auto"),
     error: $("create-error"),
   },

@@ -90,7 +90,7 @@ export function bindCreateDialog(els, { onCreated }) {
   els.form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const body = { auto_approve: els.auto.checked };
-    for (const [key, input] of [["name", els.name], ["model", els.model], ["working_dir", els.dir]]) {
+    for (const [key, input] of [["name", els.name], ["model", els.model], ["working_dir", els.dir], ["network", els.network]]) {
       if (input.value.trim()) body[key] = input.value.trim();
     }
     try {

@@ -34,7 +34,12 @@ export class WorkstreamView {
     this.close();
     this.wsId = ws.ws_id;
     this.els.title.textContent = ws.name;
-    this.els.meta.textContent = [ws.model || "default model", ws.working_dir, ws.auto_approve ? "auto-approve" : null]
+    this.els.meta.textContent = [
+      ws.model || "default model",
+      ws.working_dir,
+      networkLabel(ws.network),
+      ws.auto_approve ? "auto-approve" : null,
+    ]
       .filter(Boolean)
       .join(" · ");
     this.setState(ws.state);
@@ -196,4 +201,10 @@ export class WorkstreamView {
   async withdraw(turnId) {
     await api.cancel(this.wsId, turnId).catch((err) => this.failed(err));
   }
+}
+
+// "host" is the one that reaches the host's own network (and its loopback services): said so.
+export function networkLabel(network) {
+  if (network === "host") return "network: host (the host's own network)";
+  return network ? `network: ${network}` : null;
 }
