@@ -34,6 +34,7 @@ from app.tools import native_search, search_plan, tool_search
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
 from app.tools.pipeline import PreparedCall, prepare_call
+from app.tools.reach import Roots
 
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
 
@@ -337,6 +338,7 @@ def _context(rt: Runtime, ws: Workstream, turn_id: str, call_id: str, read_paths
         fetcher=rt.fetcher,
         sandbox=rt.sandbox,
         network=ws.network,
+        roots=Roots.from_settings(rt.settings),
     )
 
 

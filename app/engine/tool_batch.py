@@ -37,6 +37,7 @@ from app.tools import toolset as toolsets
 from app.tools.base import ToolContext, ToolOutcome
 from app.tools.ordering import lanes, paths_named
 from app.tools.pipeline import PreparedCall, execute_call, run_calls
+from app.tools.reach import Roots
 
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
 
@@ -206,6 +207,7 @@ def _context(
         fetcher=rt.fetcher,
         sandbox=rt.sandbox,
         network=ws.network,
+        roots=Roots.from_settings(rt.settings),
         mcp=rt.mcp.manager if rt.mcp is not None else None,
         start_task=lambda prompt: subagents.start(rt, ws, fence.turn_id, row, prompt),
     )
