@@ -54,6 +54,7 @@ STREAM_EVENT_MAX_CHARS = 1024 * 1024
 DEFAULT_RUN_HOST = "127.0.0.1"  # `turnstone-jobs run` binds this machine only unless told
 MAX_NAME_CHARS = 200  # longest text a person may give where the column holds 200 (names, keys)
 MAX_ID_CHARS = 32  # the id columns' width
+MAX_PATH_CHARS = 4096  # a path a person may give (Linux's PATH_MAX)
 # An over-large body is read and dropped up to this much before the 413 goes out, so that
 # a client that sends its whole body before reading (curl, requests) sees the answer and
 # not a broken pipe; past it the connection is closed.

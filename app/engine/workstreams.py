@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,6 +14,7 @@ from app.engine.turns import new_id
 from app.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from app.previews import store as preview_store
 from app.runtime import Runtime
+from app.sandbox import folders
 from app.skills import store as skills
 from app.skills.fields import render
 from app.storage.models import (
@@ -45,8 +45,9 @@ def create(
     network: str | None = None,
     is_admin: bool = True,
 ) -> Workstream:
-    """A new workstream; `network` (default `[sandbox] default_network`) checked against what
-    the policy lets its creator choose (`is_admin`: the operator or an admin user)."""
+    """A new workstream in a folder of its own (app/sandbox/folders.py), or in `working_dir`;
+    `network` (default `[sandbox] default_network`) and `working_dir` checked against what the
+    policy lets its creator choose (`is_admin`: the operator or an admin user)."""
     chosen = rt.settings.model(model)
     if model is not None and chosen is None:
         known = ", ".join(sorted(rt.settings.models)) or "none"
@@ -58,10 +59,11 @@ def create(
     except search_plan.SearchOverrideError as exc:
         raise BadRequestError(str(exc), field="tool_search") from None
     network = _network(rt, network, is_admin)
-    folder = os.path.abspath(os.path.expanduser(working_dir or rt.settings.working_dir))
-    if not os.path.isdir(folder):
-        raise BadRequestError(f"working_dir: {folder} is not a directory", field="working_dir")
     ws_id = new_id()
+    if working_dir is not None:
+        folder = folders.named(rt.settings, working_dir, is_admin)
+    else:
+        folder = folders.make(rt.settings, owner_id, ws_id)
     ws = Workstream(
         id=ws_id,
         name=name or f"workstream {ws_id[:6]}",

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from app.storage.models import Workstream
+from app.storage.models import User, Workstream
 from app.users.principal import Principal
 
 OPERATOR: str | None = None
@@ -20,6 +20,13 @@ OPERATOR: str | None = None
 def owner_of_workstream(session: Session, ws_id: str) -> str | None:
     """The person a workstream belongs to (None: the operator)."""
     return session.exec(select(Workstream.owner_id).where(Workstream.id == ws_id)).first()
+
+
+def is_admin(session: Session, owner: str | None) -> bool:
+    """Whether `owner` acts with an admin's authority: the operator, or an admin user."""
+    if owner is None:
+        return True
+    return bool(session.exec(select(User.is_admin).where(User.id == owner)).first())
 
 
 def owner_of_principal(principal: Principal) -> str | None:

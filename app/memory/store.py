@@ -3,6 +3,8 @@
 Every query goes through `View`: what one workstream, or one API caller, may see. A
 workstream sees global memories, its owner's user memories and its own workstream
 memories; an API caller sees global ones, its own user ones and those of its workstreams.
+Global memories reach every user's prompts, so only an admin (or the operator), or a workstream
+of theirs, writes, changes or deletes them (`View.may_change_global`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from app.storage.models import Memory, utcnow
 TYPES = ("user", "project", "feedback", "reference")
 SCOPES = ("global", "workstream", "user")
 DEFAULT_TYPE = "project"
-DEFAULT_SCOPE = "global"
+DEFAULT_SCOPE = "user"  # global ones reach every user's prompts: saved there only when asked
+GLOBAL_RULE = "global memories reach every user's prompts: only an admin (or the operator) writes them"
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 NAME_RULE = "a snake_case name: lower-case letters, digits and '_', starting with a letter, at most 64"
 
@@ -38,6 +41,7 @@ class View:
 
     owner: str | None
     ws_id: str | None = None
+    may_change_global: bool = False  # an admin's or the operator's view, or a workstream of theirs
 
     def clause(self) -> Any:
         mine = (
@@ -70,7 +74,15 @@ _WORKSTREAM_VIEW = (
 
 def view_of_workstream(db: Database, ws_id: str) -> View:
     with db.reader() as s:
-        return View(owners.owner_of_workstream(s, ws_id), ws_id)
+        owner = owners.owner_of_workstream(s, ws_id)
+        return View(owner, ws_id, may_change_global=owners.is_admin(s, owner))
+
+
+class GlobalMemoryError(ValueError):
+    """A write, change or delete of a global memory through a view that may not make it."""
+
+    def __init__(self) -> None:
+        super().__init__(GLOBAL_RULE)
 
 
 def _user_key(owner: str | None) -> str:
@@ -91,7 +103,9 @@ def save(
     """Insert or replace the memory `name` of `scope`; True when it is new.
 
     Two saves of one name racing: the loser's insert meets the unique constraint and it
-    updates the winner's row instead."""
+    updates the winner's row instead. GlobalMemoryError for a global one `view` may not write."""
+    if scope == "global" and not view.may_change_global:
+        raise GlobalMemoryError()
     for _attempt in range(2):
         try:
             return _upsert(db, view, name, content, description, type_, scope)
@@ -201,9 +215,10 @@ def get(db: Database, view: View, memory_id: str) -> Memory | None:
 
 
 def update(db: Database, view: View, memory_id: str, changes: dict[str, str]) -> Memory | None:
-    """Change a memory's content, description or type; None when `view` has no such memory."""
+    """Change a memory's content, description or type; None when `view` has no such memory,
+    GlobalMemoryError when it is a global one `view` may not change."""
     with db.session() as s:
-        row = s.exec(select(Memory).where(view.clause(), Memory.id == memory_id)).first()
+        row = _changeable(s, view, memory_id)
         if row is None:
             return None
         for key, value in changes.items():
@@ -214,13 +229,21 @@ def update(db: Database, view: View, memory_id: str, changes: dict[str, str]) ->
 
 
 def delete(db: Database, view: View, memory_id: str) -> bool:
-    """Delete one memory `view` sees; False when there is none (or it went meanwhile)."""
+    """Delete one memory `view` sees; False when there is none (or it went meanwhile),
+    GlobalMemoryError when it is a global one `view` may not delete."""
     with db.session() as s:
-        row = s.exec(select(Memory).where(view.clause(), Memory.id == memory_id)).first()
+        row = _changeable(s, view, memory_id)
         if row is None:
             return False
         s.delete(row)
     return True
+
+
+def _changeable(s: Session, view: View, memory_id: str) -> Memory | None:
+    row = s.exec(select(Memory).where(view.clause(), Memory.id == memory_id)).first()
+    if row is not None and row.scope == "global" and not view.may_change_global:
+        raise GlobalMemoryError()
+    return row
 
 
 def as_dict(m: Memory) -> dict[str, Any]:

@@ -120,9 +120,12 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     action = args["action"]
     filters = {key: args[key] for key in ("type", "scope") if key in args}
     if action == "save":
-        row, created = store.save(
-            ctx.db, view, args["name"], args["content"], args["description"], args["type"], args["scope"]
-        )
+        try:
+            row, created = store.save(
+                ctx.db, view, args["name"], args["content"], args["description"], args["type"], args["scope"]
+            )
+        except store.GlobalMemoryError as exc:
+            return ToolOutcome(f"Error: not saved: {exc}; save it with scope 'user' instead", is_error=True)
         done = "Saved" if created else "Updated"
         return ToolOutcome(f"{done} memory {row.name!r} ({row.type}, {row.scope}).")
     if action == "delete":
@@ -145,7 +148,11 @@ def _delete(ctx: ToolContext, view: store.View, name: str, scope: str | None) ->
         scopes = ", ".join(sorted(r.scope for r in rows))
         error = f"Error: {name!r} names a memory in each of {scopes}: say which scope"
         return ToolOutcome(error, is_error=True)
-    if not store.delete(ctx.db, view, rows[0].id):
+    try:
+        deleted = store.delete(ctx.db, view, rows[0].id)
+    except store.GlobalMemoryError as exc:
+        return ToolOutcome(f"Error: not deleted: {exc}", is_error=True)
+    if not deleted:
         return ToolOutcome(f"Error: no memory named {name!r}; it was deleted meanwhile", is_error=True)
     return ToolOutcome(f"Deleted memory {name!r} ({rows[0].scope}).")
 

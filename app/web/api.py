@@ -8,7 +8,7 @@ from flask import Blueprint, current_app, jsonify, request
 
 from app.engine import conversation, workstreams
 from app.runtime import Runtime
-from app.settings import MAX_NAME_CHARS
+from app.settings import MAX_NAME_CHARS, MAX_PATH_CHARS
 from app.users import ownership
 from app.watches import actions as watch_actions
 from app.web import after_response, commands
@@ -43,7 +43,7 @@ def create_workstream() -> Any:
         name=field(body, "name", str, max_chars=MAX_NAME_CHARS),
         model=field(body, "model", str),
         auto_approve=field(body, "auto_approve", bool, default=False),
-        working_dir=field(body, "working_dir", str),
+        working_dir=field(body, "working_dir", str, max_chars=MAX_PATH_CHARS),
         tool_search=field(body, "tool_search", dict),
         owner_id=ownership.owner_for_new(who),
         skill=field(body, "skill", str, max_chars=MAX_NAME_CHARS),

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from app.errors import BadRequestError, NotFoundError
+from app.errors import BadRequestError, ForbiddenError, NotFoundError
 from app.memory import owners, store
 from app.settings import (
     MAX_ID_CHARS,
@@ -27,7 +27,8 @@ def _db() -> Database:
 
 
 def _view() -> store.View:
-    return store.View(owners.owner_of_principal(principal()))
+    who = principal()
+    return store.View(owners.owner_of_principal(who), may_change_global=who.is_operator or who.is_admin)
 
 
 @memories.get("")
@@ -88,13 +89,20 @@ def put_memory(memory_id: str) -> Any:
         if type_ not in store.TYPES:
             raise BadRequestError(f"type: must be one of {', '.join(store.TYPES)}", field="type")
         changes["type"] = type_
-    row = store.update(_db(), _view(), path_id("memory", memory_id), changes)
+    try:
+        row = store.update(_db(), _view(), path_id("memory", memory_id), changes)
+    except store.GlobalMemoryError as exc:
+        raise ForbiddenError(str(exc)) from None
     return jsonify(store.as_dict(_found(row, memory_id)))
 
 
 @memories.delete("/<memory_id>")
 def delete_memory(memory_id: str) -> Any:
-    if not store.delete(_db(), _view(), path_id("memory", memory_id)):
+    try:
+        deleted = store.delete(_db(), _view(), path_id("memory", memory_id))
+    except store.GlobalMemoryError as exc:
+        raise ForbiddenError(str(exc)) from None
+    if not deleted:
         raise NotFoundError(f"no memory {memory_id[:MAX_ID_CHARS]!r}")
     return jsonify(deleted=memory_id)
 

@@ -131,7 +131,10 @@ OPENAPI: dict[str, Any] = {
                     "auto_approve": {"type": ["boolean", "null"]},
                     "working_dir": {
                         "type": ["string", "null"],
-                        "description": "an existing directory on the workers' machines (else 400)",
+                        "maxLength": 4096,
+                        "description": "administrators only (else 403): an existing directory inside the "
+                        "data root, [sandbox] working_dir_roots or TURNSTONE_WORKING_DIR (else 403 or 400); "
+                        "left out, the workstream gets a folder of its own",
                     },
                     "tool_search": _ref("ToolSearch"),
                     "skill": {

@@ -28,7 +28,7 @@ def sign_in(page: Page, name: str, password: str) -> None:
 
 def test_sign_in_with_a_password_decide_and_sign_out(open_page, people, services, model, workdir, screenshot):
     alice, bob = people.user("alice"), people.user("bob")
-    bob.api(services).create_workstream(name="bob's private work", working_dir=str(workdir))
+    bob.api(services).create_workstream(name="bob's private work")
     page = open_page(sign_in=False)
     expect(page.locator("#login")).to_be_visible()
     sign_in(page, alice.name, "not her password")

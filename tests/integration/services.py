@@ -170,6 +170,7 @@ class Services:
         self.gateway_url = f"http://127.0.0.1:{self.gateway_port}"
         self.workdir = tmp / "work"
         self.workdir.mkdir(exist_ok=True)
+        self.data_root = tmp / "data"
         self.metrics_dir = tmp / "metrics"  # every process's metrics, summed by /metrics
         self.metrics_dir.mkdir(exist_ok=True)
         self.env = {
@@ -181,7 +182,9 @@ class Services:
             "TURNSTONE_MODEL": "openai:fake-model",
             "OPENAI_BASE_URL": model_base_url,
             "OPENAI_API_KEY": MODEL_KEY,
-            "TURNSTONE_WORKING_DIR": str(self.workdir),
+            # Where the operator may name a workstream's folder: every test's tmp_path lies here.
+            "TURNSTONE_WORKING_DIR": str(tmp.parent),
+            "TURNSTONE_DATA_ROOT": str(self.data_root),  # each workstream's own folder is made here
             "TURNSTONE_HEARTBEAT_SECONDS": "0.5",
             "TURNSTONE_STALE_AFTER_SECONDS": "5",
             "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",

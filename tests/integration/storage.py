@@ -48,7 +48,8 @@ def runtime(
             "TURNSTONE_MODEL": "openai:fake-model",
             "OPENAI_BASE_URL": model_server.openai_base_url,
             "OPENAI_API_KEY": api_key,
-            "TURNSTONE_WORKING_DIR": str(tmp_path),
+            "TURNSTONE_WORKING_DIR": str(tmp_path),  # where the operator may name folders
+            "TURNSTONE_DATA_ROOT": str(tmp_path / "data"),  # each workstream's own folder
         }
         made = Runtime.create(Settings.from_mapping({}, env).with_changes(**changes))
         model_server.reset()

@@ -56,7 +56,7 @@ class World:
 
     def fresh_workstream(self) -> str:
         """A workstream of the owner's to delete (DELETE must not take the shared one)."""
-        return self.owner.api(self.services).create_workstream(working_dir=str(self.services.workdir))
+        return self.owner.api(self.services).create_workstream()
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +88,7 @@ def world(services: Services) -> World:
         Caller("admin user", admin.tokens["all"], "admin"),
         Caller("operator", API_TOKEN, "admin"),
     ]
-    ws_id = owner.api(services).create_workstream(name="owned by alice", working_dir=str(services.workdir))
+    ws_id = owner.api(services).create_workstream(name="owned by alice")
     db = Database(services.env["DATABASE_URL"])
     shown = store.Content("text", "text/plain; charset=utf-8", "notes", "notes.txt", b"hello")
     preview = store.add_preview(db, ws_id, None, shown)

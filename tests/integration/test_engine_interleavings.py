@@ -611,7 +611,7 @@ def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_th
 
 
 def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading(rt, model_server, tmp_path):
-    ws = workstreams.create(rt, name="bash", auto_approve=True)
+    ws = workstreams.create(rt, name="bash", auto_approve=True, working_dir=str(tmp_path))
     turn_id = turns.send(rt, ws.id, "run it").id
     model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo hello"})]))
     model_step.run(rt, turn_id, 0)

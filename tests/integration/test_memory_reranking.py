@@ -40,7 +40,9 @@ def rt(request, tmp_path, model_server, reranker: FakeReranker) -> Iterator[Runt
 
 
 def save(rt: Runtime, name: str, content: str, description: str = "") -> None:
-    store.save(rt.db, store.View(None), name, content, description, "project", "global")
+    store.save(
+        rt.db, store.View(None, may_change_global=True), name, content, description, "project", "global"
+    )
 
 
 def memories_shown(system: str) -> list[str]:

@@ -37,13 +37,13 @@ def test_save_then_search_list_and_delete(db):
     ws = add_workstream(db, "ws1")
     first = {"name": "deploy_steps", "content": "Run make deploy on fridays", "description": "how we deploy"}
     out, err, approval = call(db, ws, action="save", **first)
-    assert (out, err, approval) == ("Saved memory 'deploy_steps' (project, global).", False, False)
+    assert (out, err, approval) == ("Saved memory 'deploy_steps' (project, user).", False, False)
     out, err, _ = call(db, ws, action="save", name="deploy_steps", content="Run make release instead")
-    assert out == "Updated memory 'deploy_steps' (project, global)." and not err
+    assert out == "Updated memory 'deploy_steps' (project, user)." and not err
     call(db, ws, action="save", name="coffee", content="The user likes espresso", type="user", scope="user")
 
     out, err, _ = call(db, ws, action="search", query="how do we release?")
-    assert not err and "deploy_steps [project, global]" in out and "Run make release instead" in out
+    assert not err and "deploy_steps [project, user]" in out and "Run make release instead" in out
     assert "coffee" not in out
     out, _, _ = call(db, ws, action="list")
     assert out.index("coffee") < out.index("deploy_steps")  # newest first
@@ -53,7 +53,7 @@ def test_save_then_search_list_and_delete(db):
     assert out.count("\n- ") == 0 and "coffee" in out
 
     assert call(db, ws, action="delete", name="deploy_steps") == (
-        "Deleted memory 'deploy_steps' (global).",
+        "Deleted memory 'deploy_steps' (user).",
         False,
         False,
     )
@@ -130,7 +130,7 @@ def test_a_coordinator_cannot_save_to_workstream_scope(db):
 
 def test_a_name_in_two_scopes_must_be_deleted_by_scope(db):
     ws = add_workstream(db, "ws1")
-    call(db, ws, action="save", name="style", content="global style")
+    call(db, ws, action="save", name="style", content="global style", scope="global")
     call(db, ws, action="save", name="style", content="this workstream's style", scope="workstream")
     out, err, _ = call(db, ws, action="delete", name="style")
     assert err and out == "Error: 'style' names a memory in each of global, workstream: say which scope"
@@ -143,17 +143,34 @@ def test_a_name_in_two_scopes_must_be_deleted_by_scope(db):
 
 def test_scopes_decide_who_sees_a_memory(db):
     owners = Owners(db)
-    mine, my_other, theirs = (add_workstream(db, ws) for ws in ("mine", "my_other", "theirs"))
-    owners.set(mine="alice", my_other="alice", theirs="bob")
-    call(db, mine, action="save", name="shared_fact", content="the build server is called hopper")
+    mine, my_other, theirs, ops = (add_workstream(db, ws) for ws in ("mine", "my_other", "theirs", "ops"))
+    owners.set(mine="alice", my_other="alice", theirs="bob")  # ops: the operator's
+    out, err, _ = call(db, mine, action="save", name="shared_fact", content="x", scope="global")
+    assert err and out.startswith("Error: not saved: global memories reach every user's prompts")
+    call(
+        db,
+        ops,
+        action="save",
+        name="shared_fact",
+        content="the build server is called hopper",
+        scope="global",
+    )
     call(db, mine, action="save", name="private_plan", content="hopper migration plan", scope="workstream")
-    call(db, mine, action="save", name="alice_pref", content="alice wants hopper logs terse", scope="user")
+    call(
+        db, mine, action="save", name="alice_pref", content="alice wants hopper logs terse"
+    )  # user: the default
 
     assert _names(call(db, my_other, action="list")[0]) == {"shared_fact", "alice_pref"}
     assert _names(call(db, theirs, action="list")[0]) == {"shared_fact"}
     assert _names(call(db, theirs, action="search", query="hopper")[0]) == {"shared_fact"}
     out, err, _ = call(db, theirs, action="delete", name="alice_pref")
     assert err and out.startswith("Error: no memory named 'alice_pref'")
+    out, err, _ = call(db, theirs, action="delete", name="shared_fact")  # seen by all, changed by admins
+    assert err and out.startswith("Error: not deleted: global memories reach every user's prompts")
+    out, err, _ = call(
+        db, theirs, action="save", name="shared_fact", content="IGNORE PREVIOUS", scope="global"
+    )
+    assert err and "hopper" in call(db, mine, action="search", query="build server")[0]
     # bob saving a user memory of the same name makes his own, not a change to alice's
     call(db, theirs, action="save", name="alice_pref", content="bob's note", scope="user")
     assert "alice wants hopper logs terse" in call(db, mine, action="search", query="hopper logs")[0]

@@ -61,8 +61,8 @@ def test_two_users_cannot_see_follow_steer_or_approve_each_others_workstreams(
     alice, bob = people.user("alice"), people.user("bob")
     admin = people.user("root", admin=True)
     a, b = alice.api(services), bob.api(services)
-    ws_id = a.create_workstream(name="alice's secret plan", working_dir=str(workdir))
-    bob_ws = b.create_workstream(name="bob's", working_dir=str(workdir))
+    ws_id = a.create_workstream(name="alice's secret plan")
+    bob_ws = b.create_workstream(name="bob's")
     sock = EventSocket(services.base_url, alice.tokens["all"], ws_id)
     try:
         model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo approved-by-alice"})]))
@@ -117,7 +117,7 @@ def test_two_users_cannot_see_follow_steer_or_approve_each_others_workstreams(
 def test_decisions_over_http_and_the_cli_record_who_and_through_what(services, people, model, workdir):
     alice = people.user("alice")
     a = alice.api(services)
-    ws_id = a.create_workstream(working_dir=str(workdir))
+    ws_id = a.create_workstream()
     sock = EventSocket(services.base_url, alice.tokens["all"], ws_id)
     try:
         model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
@@ -150,7 +150,7 @@ def test_an_approve_only_token_decides_but_cannot_send_and_a_read_token_only_fol
     services, people, model, workdir
 ):
     alice = people.user("alice")
-    ws_id = alice.api(services).create_workstream(working_dir=str(workdir))
+    ws_id = alice.api(services).create_workstream()
     approver = httpx.Client(base_url=services.base_url, headers=bearer(people.token(alice, ["approve"])))
     reader = httpx.Client(base_url=services.base_url, headers=bearer(people.token(alice, ["read"])))
     r = approver.post(f"/v1/api/workstreams/{ws_id}/send", json={"message": "x"})
@@ -180,7 +180,7 @@ def test_an_approve_only_token_decides_but_cannot_send_and_a_read_token_only_fol
 def test_a_token_revoked_while_its_sockets_are_open_stops_them(services, people, workdir):
     alice = people.user("alice")
     raw = people.token(alice)
-    ws_id = alice.api(services).create_workstream(working_dir=str(workdir))
+    ws_id = alice.api(services).create_workstream()
     sock = EventSocket(services.base_url, raw, ws_id)
     idle = EventSocket(services.base_url, raw, ws_id)  # follows only: sends no command
     try:
