@@ -414,3 +414,13 @@ class Notification(SQLModel, table=True):
     call_id: str | None = Field(default=None, max_length=200)
     created_at: datetime = Field(default_factory=utcnow)  # when the slot was taken
     sent_at: datetime | None = None  # None while its notification is being sent
+
+
+class NotifyPermit(SQLModel, table=True):
+    """A user's leave for another user's workstreams to notify them by name (app/users/permits.py)."""
+
+    __tablename__ = "notify_permits"
+
+    user_id: str = Field(foreign_key="users.id", primary_key=True, max_length=32)  # who is notified
+    sender_id: str = Field(foreign_key="users.id", primary_key=True, max_length=32)  # whose workstreams
+    created_at: datetime = Field(default_factory=utcnow)

@@ -10,6 +10,7 @@ from app.gateway.request import NotifyRequest, RequestError
 from app.settings import NOTIFY_MAX_PER_TURN
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.environment import redact
+from app.users import permits
 
 PREVIEW_CHARS = 300
 
@@ -28,6 +29,9 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if ctx.db is None or ctx.turn_id is None:
         return ToolOutcome("Error: notify needs the service (its storage and a turn)", True)
     wanted = NotifyRequest.from_fields(args)
+    owner = ctx.workstream.owner_id if ctx.workstream is not None else None
+    if wanted.username is not None and not permits.may_notify(ctx.db, owner, wanted.username):
+        return ToolOutcome(_not_permitted(wanted.username), True)
     settings = ctx.settings.notify
     slot = quota.take(ctx.db, ctx.turn_id, ctx.call_id, client.longest_send(settings), ctx.is_cancelled)
     if isinstance(slot, quota.Full):
@@ -43,6 +47,14 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if outcome.failed:
         lines.append("Not reached: " + "; ".join(outcome.failed))
     return ToolOutcome(_scrub("\n".join(lines), ctx))
+
+
+def _not_permitted(username: str) -> str:
+    # The same words whether or not the user exists: a model cannot probe for names.
+    return (
+        f"Error: notify reaches your own channels; user {username!r} has not allowed notifications "
+        "from your workstreams (they may, with PUT /v1/api/me/notify-from); not sent"
+    )
 
 
 def _refusal(full: quota.Full) -> str:

@@ -59,6 +59,8 @@ RULES: dict[str, Rule] = {
     "accounts.login": PUBLIC,
     "accounts.logout": SIGNED_IN,
     "accounts.me": SIGNED_IN,
+    "accounts.notify_senders": Rule(Scope.READ),
+    "accounts.set_notify_senders": Rule(Scope.WRITE),
     "accounts.list_tokens": Rule(Scope.READ),
     "accounts.create_token": Rule(Scope.WRITE),
     "accounts.revoke_token": Rule(Scope.WRITE, owned=True),

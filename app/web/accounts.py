@@ -6,12 +6,12 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from app.errors import BadRequestError, NotFoundError, TooManyRequestsError, UnauthorizedError
+from app.errors import BadRequestError, NotFoundError, TooManyRequestsError, UnauthorizedError, check_text
 from app.runtime import Runtime
 from app.settings import LOGIN_TOKEN_SECONDS, MAX_NAME_CHARS, MAX_PASSWORD_CHARS
 from app.storage.models import User
 from app.users import accounts as users
-from app.users import throttle, tokens
+from app.users import permits, throttle, tokens
 from app.users.passwords import PasswordError
 from app.users.principal import Principal
 from app.users.scopes import allowed_for
@@ -61,6 +61,32 @@ def logout() -> Any:
 @accounts.get("/me")
 def me() -> Any:
     return jsonify(principal().as_dict()), 200
+
+
+@accounts.get("/me/notify-from")
+def notify_senders() -> Any:
+    """The users whose workstreams may notify the caller by name (besides the caller's own)."""
+    return jsonify(users=permits.senders(_rt().db, _user_id())), 200
+
+
+@accounts.put("/me/notify-from")
+def set_notify_senders() -> Any:
+    """Replace that list: `{"users": ["alice", ...]}`; unknown names are a 400 naming them."""
+    names = field(json_body(), "users", list, required=True)
+    if len(names) > permits.MAX_PERMITS:
+        raise BadRequestError(f"users: at most {permits.MAX_PERMITS} names", field="users")
+    for n, name in enumerate(names):
+        if not isinstance(name, str):
+            raise BadRequestError(f"users[{n}]: expected a user name", field="users")
+        check_text(f"users[{n}]", name, MAX_NAME_CHARS)  # no NUL, no lone surrogate
+    return jsonify(users=permits.replace(_rt().db, _user_id(), [name.strip().lower() for name in names])), 200
+
+
+def _user_id() -> str:
+    who = principal()
+    if who.user_id is None:  # the operator reaches everyone already: it has no list to keep
+        raise BadRequestError("the operator's token has no user: sign in as a user to keep this list")
+    return who.user_id
 
 
 @accounts.get("/tokens")
