@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -19,7 +20,10 @@ from app.taskqueue import (
     WATCH_PASS_TASK,
     WATCH_POLL_TASK,
 )
+from app.tools import scripts
 from app.watches import poller
+
+log = logging.getLogger(__name__)
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
@@ -38,6 +42,15 @@ def runtime() -> Runtime:
 def _run_own_handoffs(sender: Any = None, **_: Any) -> None:
     """A phase task may run its turn's next phase itself when this worker consumes its queue."""
     runtime().queue.local_queues = frozenset(sender.app.amqp.queues.consume_from)
+
+
+@worker_ready.connect
+def _sweep_command_scripts(**_: Any) -> None:
+    """What workers killed before this one left in the temp folder (their watchdogs remove
+    their own; a watchdog killed with its worker cannot)."""
+    removed = scripts.sweep()
+    if removed:
+        log.info("removed the command scripts of %d worker(s) that are gone", removed)
 
 
 @worker_shutting_down.connect

@@ -19,7 +19,6 @@ import selectors
 import shlex
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -30,6 +29,7 @@ from app.sandbox import pids
 from app.sandbox.enforcement import SandboxUnavailableError
 from app.sandbox.jail import Jail
 from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
+from app.tools import scripts
 from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.environment import redact, scrubbed_environment, secret_values, service_secrets
 from app.tools.process_guard import GroupGuard
@@ -479,10 +479,8 @@ def run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool = Fals
     working directory, `timeout`, cancel, the sandbox's jail); the caller checks that the
     directory exists. Raises SandboxUnavailableError when it must be jailed and cannot be."""
     jail = ctx.sandbox.jail() if ctx.sandbox is not None else None
-    fd, script = tempfile.mkstemp(prefix="turnstone-bash-", suffix=".sh")
+    script = scripts.write((jail.limits() if jail else "") + _script(command, stop_on_error))
     try:
-        with os.fdopen(fd, "w") as file:
-            file.write((jail.limits() if jail else "") + _script(command, stop_on_error))
         return _execute(script, timeout, ctx, jail)
     finally:
         os.unlink(script)
@@ -521,7 +519,7 @@ def _started(
 ) -> Completed:
     # The guard starts first, so that a guard that cannot start leaves nothing
     # running; it kills the group if this worker dies before the call ends.
-    with GroupGuard(TERM_GRACE_SECONDS) as guard:
+    with GroupGuard(TERM_GRACE_SECONDS, leftovers=scripts.folder()) as guard:
         proc = subprocess.Popen(
             argv,
             cwd=ctx.working_dir,

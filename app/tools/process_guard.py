@@ -4,9 +4,9 @@ The worker may be SIGKILLed, so nothing can run in it then; and a Celery worker 
 tasks on threads, where PR_SET_PDEATHSIG fires when a *thread* exits and reaches only
 the direct child. So a separate small process waits on a pipe that only the worker can
 write: end of file means the worker is gone, and the watchdog stops every group it was
-told of and not told to forget. One watchdog serves all of a process's commands (started
-with the first, and again should it die), so a command costs two lines on a pipe, not a
-process of its own.
+told of and not told to forget, and removes the worker's command scripts. One watchdog
+serves all of a process's commands (started with the first, and again should it die), so
+a command costs two lines on a pipe, not a process of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ while IFS= read -r line; do
     -*) case $groups in *" $pgid "*) groups="${groups%% $pgid *} ${groups#* $pgid }" ;; esac ;;
   esac
 done
+[ -z "$2" ] || rm -rf -- "$2"  # the worker's command scripts: nothing will read them again
 alive=""
 for g in $groups; do kill -s TERM -- "-$g" 2>/dev/null && alive="$alive $g"; done
 [ -n "$alive" ] || exit 0
@@ -50,18 +51,20 @@ class Watchdog:
     _running: dict[tuple[int, float], Watchdog] = {}
 
     @classmethod
-    def for_process(cls, grace: float) -> Watchdog:
+    def for_process(cls, grace: float, leftovers: str | None = None) -> Watchdog:
         """The running watchdog of this process (a forked child gets its own), started if
-        need be: raises if it cannot start, before anything it should guard exists."""
+        need be: raises if it cannot start, before anything it should guard exists.
+        `leftovers`: a folder of this process's that the watchdog removes when the process dies."""
         with cls._registry_lock:
             found = cls._running.get((os.getpid(), grace))
             if found is None:
-                found = cls._running[(os.getpid(), grace)] = cls(grace)
+                found = cls._running[(os.getpid(), grace)] = cls(grace, leftovers)
         found.ensure_running()
         return found
 
-    def __init__(self, grace: float) -> None:
+    def __init__(self, grace: float, leftovers: str | None = None) -> None:
         self.grace = grace
+        self.leftovers = leftovers
         self._lock = threading.Lock()  # one writer on the pipe; the groups and the process with it
         self._groups: set[int] = set()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -103,7 +106,14 @@ class Watchdog:
         read_end, write_end = os.pipe()  # not inheritable: no other child holds the write end
         try:
             self._proc = subprocess.Popen(
-                [GUARD_SHELL, "-c", _WATCHDOG, "turnstone-process-guard", str(self.grace)],
+                [
+                    GUARD_SHELL,
+                    "-c",
+                    _WATCHDOG,
+                    "turnstone-process-guard",
+                    str(self.grace),
+                    self.leftovers or "",
+                ],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -129,8 +139,8 @@ class GroupGuard:
     watchdog never signals a group id the kernel could have given to someone else.
     """
 
-    def __init__(self, grace: float = DEFAULT_GRACE_SECONDS) -> None:
-        self._watchdog = Watchdog.for_process(grace)
+    def __init__(self, grace: float = DEFAULT_GRACE_SECONDS, leftovers: str | None = None) -> None:
+        self._watchdog = Watchdog.for_process(grace, leftovers)
         self._pgid: int | None = None
 
     @property

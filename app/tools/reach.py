@@ -3,7 +3,8 @@ read-only roots, and never open the kernel's views, the host's secrets or the se
 
 A path is resolved (`~`, relative to the folder, `..`, symbolic links) before it is judged, and
 what is then opened is judged again: the last component is opened without following a link, and
-the kernel's name for the opened file must be the path that was judged (see docs/security.md, "The file tools").
+the kernel's name for the opened file must be the path that was judged (docs/security.md, "The
+file tools").
 """
 
 from __future__ import annotations
