@@ -36,9 +36,12 @@ DEFAULT_HEARTBEAT_SECONDS = 5.0
 DEFAULT_STALE_AFTER_SECONDS = 30.0
 DEFAULT_SWEEP_INTERVAL_SECONDS = 10.0
 DEFAULT_WATCH_POLL_SECONDS = 15.0
-# A phase claimed this many times without finishing (its worker died, or it met a
-# passing fault each time) fails its turn instead of being tried again.
+# The poison guard: a phase whose attempts raised this many times (a passing fault each time;
+# a bug fails the turn at once) fails its turn instead of being tried again...
 MAX_PHASE_ATTEMPTS = 5
+# ...and so does one whose worker stopped this many times while it ran (killed, out of memory):
+# many more, since a worker killed by an operator or a deploy is no fault of the step's.
+MAX_PHASE_CLAIMS = 20
 
 # Streaming: coalesce deltas and output chunks into at most one event per call (or per model
 # step and kind) every STREAM_FLUSH_SECONDS: 40 a second, however fast the output. Pending text

@@ -160,7 +160,7 @@ def _unpark(rt: Runtime, s: Any, turn: Turn) -> bool:
     moved = s.exec(
         update(Turn)
         .where(col(Turn.id) == turn.id, col(Turn.phase) == TurnPhase.APPROVAL)
-        .values(phase=TurnPhase.TOOLS, enqueued_at=now, phase_started_at=now, step_claims=0)
+        .values(phase=TurnPhase.TOOLS, enqueued_at=now, phase_started_at=now, step_claims=0, step_failures=0)
     )
     if moved.rowcount == 1:
         s.exec(

@@ -385,7 +385,12 @@ def resume(rt: Runtime, s: Session, turn_id: str) -> bool:
         update(Turn)
         .where(col(Turn.id) == turn_id, col(Turn.phase) == TurnPhase.AWAITING)
         .values(
-            phase=TurnPhase.TOOLS, heartbeat_at=None, enqueued_at=now, phase_started_at=now, step_claims=0
+            phase=TurnPhase.TOOLS,
+            heartbeat_at=None,
+            enqueued_at=now,
+            phase_started_at=now,
+            step_claims=0,
+            step_failures=0,
         )
     )
     return bool(moved.rowcount == 1)

@@ -24,19 +24,37 @@ from app.storage.database import Database
 from app.storage.models import Turn, TurnStatus
 
 
-def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> tuple[Fence, int] | None:
-    """Take the turn's `phase` at `step` for this task: its fence and how many times the phase
-    has now been claimed; None when that is not ours to run."""
+class Claim(NamedTuple):
+    """A phase taken by this task: its fence, how many times the phase has now been claimed,
+    and how many of the attempts before this one raised."""
+
+    fence: Fence
+    claims: int
+    failures: int
+
+
+def claim(rt: Runtime, turn_id: str, phase: str, step: int) -> Claim | None:
+    """Take the turn's `phase` at `step` for this task; None when that is not ours to run."""
     # One statement where the update returns the turn: on PostgreSQL it commits by itself.
     returning = rt.db.engine.dialect.update_returning
     with rt.db.one_statement() if returning else rt.db.session() as s:
         claimed = _claimed(rt, s, turn_id=turn_id, of_phase=phase, at_step=step)
         if claimed is None:
             return None
-        fence, attempts, ws_id = Fence(turn_id, claimed.attempt), claimed.step_claims, claimed.ws_id
+        fence, ws_id = Fence(turn_id, claimed.attempt), claimed.ws_id
     if rt.events.set_fence(fence, ws_id):  # the transition that sent this phase may be still
         wait_for_order(rt, ws_id)  # sending its events (`Outbox.on_commit`): ours come after
-    return fence, attempts
+    return Claim(fence, claimed.step_claims, claimed.step_failures)
+
+
+def count_failure(rt: Runtime, fence: Fence) -> None:
+    """The attempt under `fence` raised: one more toward the poison guard (`phases.run_phase`)."""
+    with rt.db.one_statement() as s:
+        s.exec(
+            update(Turn)
+            .where(col(Turn.id) == fence.turn_id, col(Turn.attempt) == fence.attempt)
+            .values(step_failures=Turn.step_failures + 1)
+        )
 
 
 def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
@@ -51,6 +69,7 @@ def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
     if rt.queue.will_keep(turn.id, task):
         turn.attempt += 1
         turn.step_claims = 1
+        turn.step_failures = 0
         turn.heartbeat_at = rt.db.now()
         return Fence(turn.id, turn.attempt)
     let_go(turn)
@@ -84,6 +103,7 @@ def handed_on(keep: bool, now: Any) -> dict[str, Any]:
     return {
         "attempt": Turn.attempt + 1 if keep else Turn.attempt,
         "step_claims": 1 if keep else 0,
+        "step_failures": 0,
         "heartbeat_at": now if keep else None,
         "phase_started_at": now,
         "enqueued_at": now,
@@ -95,6 +115,7 @@ def let_go(turn: Turn) -> None:
     heartbeat), and its next phase's claims are counted from zero."""
     turn.heartbeat_at = None
     turn.step_claims = 0
+    turn.step_failures = 0
 
 
 def release(rt: Runtime, fence: Fence) -> None:
@@ -171,7 +192,7 @@ class _Leased:
 
 # What a claim needs of the turn: read as a row, not loaded into the ORM (a claim starts every
 # phase, and loading the whole turn cost more than the statement).
-_CLAIMED = (col(Turn.attempt), col(Turn.step_claims), col(Turn.ws_id))
+_CLAIMED = (col(Turn.attempt), col(Turn.step_claims), col(Turn.step_failures), col(Turn.ws_id))
 _CLAIM = _Leased(
     lambda now, stale: [
         col(Turn.status) == TurnStatus.ACTIVE,
@@ -211,6 +232,7 @@ def _updated(rt: Runtime, s: Session, leased: _Leased, **params: Any) -> Turn | 
 class _Claimed(NamedTuple):
     attempt: int
     step_claims: int
+    step_failures: int
     ws_id: str
 
 

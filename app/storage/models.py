@@ -114,6 +114,8 @@ class Turn(SQLModel, table=True):
     step: int = 0  # model steps taken
     attempt: int = 0  # fencing token: bumped by every claim
     step_claims: int = 0  # claims of the current phase; >1 means a retry
+    # Attempts at the current phase that raised (a passing fault each): the poison guard's count.
+    step_failures: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
     heartbeat_at: datetime | None = None
     enqueued_at: datetime | None = None
     phase_started_at: datetime | None = None

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+import redis
 from sqlalchemy import event, text, update
 from sqlmodel import col, select
 
@@ -706,9 +707,9 @@ def test_a_quick_approval_is_announced_after_the_request_it_answers(rt, model_se
 
 def test_fail_turn_leaves_alone_a_turn_that_a_newer_attempt_holds(rt):
     ws_id, turn_id = new_turn(rt)
-    old, _ = claim(rt, turn_id, TurnPhase.MODEL, 0)
+    old, *_ = claim(rt, turn_id, TurnPhase.MODEL, 0)
     time.sleep(0.4)  # its worker stopped beating; the sweeper gave the step to another
-    new, _ = claim(rt, turn_id, TurnPhase.MODEL, 0)
+    new, *_ = claim(rt, turn_id, TurnPhase.MODEL, 0)
     fail_turn(rt, old, "the old attempt crashed")
     turn = load(rt, Turn, turn_id)
     assert turn.status == TurnStatus.ACTIVE and turn.attempt == new.attempt
@@ -863,13 +864,46 @@ def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(
 
     ws_id, turn_id = new_turn(rt, name="poison")
     ran = []
-    for _ in range(MAX_PHASE_ATTEMPTS + 1):  # its worker dies every time
-        with rt.db.session() as s:
+
+    def passing_fault(fence, cancelled):  # type: ignore[no-untyped-def]
+        ran.append(fence.attempt)
+        raise redis.exceptions.ConnectionError("Redis went away")
+
+    for _ in range(MAX_PHASE_ATTEMPTS + 1):  # each attempt meets a passing fault
+        run_phase(rt, turn_id, TurnPhase.MODEL, 0, passing_fault)
+        with rt.db.session() as s:  # the sweeper's part: the claim has gone stale
             s.exec(update(Turn).where(col(Turn.id) == turn_id).values(heartbeat_at=None))
-        run_phase(rt, turn_id, TurnPhase.MODEL, 0, lambda fence, cancelled: ran.append(fence.attempt))
     assert len(ran) == MAX_PHASE_ATTEMPTS
     turn = load(rt, Turn, turn_id)
-    assert turn.status == TurnStatus.ERROR and f"failed {MAX_PHASE_ATTEMPTS} times" in turn.error
+    assert turn.status == TurnStatus.ERROR
+    assert (
+        f"model step raised a passing fault (of the database or Redis) {MAX_PHASE_ATTEMPTS} times"
+        in turn.error
+    )
+
+
+def test_a_step_whose_worker_is_killed_again_and_again_is_no_poison_until_the_claims_run_out(rt):
+    """An operator killing workers five times in a row must not fail a healthy turn with words
+    that blame the step; a step that takes its worker down every time still ends."""
+    from app.engine.phases import run_phase
+    from app.settings import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS
+
+    _ws_id, turn_id = new_turn(rt, name="killed")
+    ran = []
+
+    def killed(fence, cancelled):  # type: ignore[no-untyped-def]
+        ran.append(fence.attempt)  # and then its worker dies: nothing raised, nothing ended
+
+    for n in range(MAX_PHASE_CLAIMS + 1):
+        with rt.db.session() as s:
+            s.exec(update(Turn).where(col(Turn.id) == turn_id).values(heartbeat_at=None))
+        run_phase(rt, turn_id, TurnPhase.MODEL, 0, killed)
+        if n == MAX_PHASE_ATTEMPTS:
+            assert load(rt, Turn, turn_id).status == TurnStatus.ACTIVE  # five kills: still its turn
+    assert len(ran) == MAX_PHASE_CLAIMS
+    turn = load(rt, Turn, turn_id)
+    assert turn.status == TurnStatus.ERROR
+    assert f"started {MAX_PHASE_CLAIMS} times and its worker stopped each time" in turn.error
 
 
 def test_a_step_clears_only_its_own_stream_mark(rt):

@@ -71,7 +71,7 @@ def fence_of(claimed):
 def test_a_claim_on_postgresql_is_one_statement_that_commits_by_itself(rt):
     commits: list[str] = []
     event.listen(rt.db.engine, "commit", lambda _conn: commits.append("commit"))
-    fence, attempts = claim(rt, "t", TurnPhase.MODEL, 0) or (None, 0)
+    fence, attempts, _failures = claim(rt, "t", TurnPhase.MODEL, 0) or (None, 0, 0)
     assert fence is not None and (fence.attempt, attempts) == (1, 1)
     # an update that returns the turn needs no transaction around it there (no BEGIN, no
     # COMMIT); one read back with a second statement does, and SQLite's writers take turns
@@ -88,9 +88,9 @@ def test_a_live_claim_keeps_a_duplicate_delivery_out(rt):
 
 
 def test_a_claim_gone_stale_is_taken_over_and_the_old_attempt_fenced_out(rt):
-    old, first = claim(rt, "t", TurnPhase.MODEL, 0)
+    old, first, _ = claim(rt, "t", TurnPhase.MODEL, 0)
     time.sleep(0.4)  # its worker stopped beating
-    new, second = claim(rt, "t", TurnPhase.MODEL, 0)
+    new, second, _ = claim(rt, "t", TurnPhase.MODEL, 0)
     assert new.attempt == old.attempt + 1 and (first, second) == (1, 2)
     with rt.db.session() as s, pytest.raises(StaleAttemptError):
         check(rt, s, old)
