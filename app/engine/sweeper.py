@@ -3,8 +3,10 @@ whose waits ended, start queued turns that nobody started, time out approvals.""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
+from redis.exceptions import LockError, LockNotOwnedError
 from sqlalchemy import or_, update
 from sqlmodel import col, select
 
@@ -18,22 +20,29 @@ from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream
 log = logging.getLogger(__name__)
 
 SWEEP_LOCK = "tj:lock:sweep"
+SWEEP_LOCK_SECONDS = 30.0  # at least; renewed before each part of a pass
 
 
 def sweep(rt: Runtime) -> int:
-    """One pass; the number of steps re-queued. Passes never overlap (a Redis lock)."""
-    lock = rt.redis.lock(SWEEP_LOCK, timeout=max(30.0, rt.settings.sweep_interval_seconds * 3))
+    """One pass; the number of steps re-queued. Passes never overlap (a Redis lock, renewed
+    before each part, so that a long pass keeps it; one that lost it anyway stops there)."""
+    lock = rt.redis.lock(SWEEP_LOCK, timeout=max(SWEEP_LOCK_SECONDS, rt.settings.sweep_interval_seconds * 3))
     if not lock.acquire(blocking=False):
         return 0
+    requeued = 0
     try:
         requeued = requeue_stale(rt)
-        fanin.sweep(rt)  # before resuming: a delivered answer may be a batch's last wait
-        resume_finished_waits(rt)
-        start_orphaned_turns(rt)
-        time_out_approvals(rt)
+        # fanin before resuming: a delivered answer may be a batch's last wait
+        for part in (fanin.sweep, resume_finished_waits, start_orphaned_turns, time_out_approvals):
+            lock.reacquire()  # LockNotOwnedError: another pass has it now; this one stops
+            part(rt)
+        return requeued
+    except LockNotOwnedError:
+        log.warning("sweep pass outlasted its lock and another began; this one stopped")
         return requeued
     finally:
-        lock.release()
+        with contextlib.suppress(LockNotOwnedError, LockError):  # never hides the pass's own error
+            lock.release()
 
 
 def requeue_stale(rt: Runtime) -> int:

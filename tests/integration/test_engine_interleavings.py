@@ -1149,3 +1149,30 @@ def test_a_claimed_hand_off_that_the_worker_will_not_run_is_released_before_it_i
     events, _ = rt.events.replay(ws.id, 0)
     assert [e["output"] for e in events if e["type"] == "tool_result"] == ["one"]
     assert load(rt, Turn, turn.id).phase == TurnPhase.MODEL
+
+
+def test_a_long_sweep_keeps_its_lock_and_an_error_of_its_own_is_not_hidden(rt, monkeypatch):
+    from app.engine import sweeper
+
+    monkeypatch.setattr(sweeper, "SWEEP_LOCK_SECONDS", 0.5)
+    monkeypatch.setattr(rt, "settings", rt.settings.with_changes(sweep_interval_seconds=0.1))
+    overlapped = []
+
+    def slow(runtime):  # type: ignore[no-untyped-def]
+        time.sleep(0.4)  # each part in time, the pass as a whole past the lock's 0.5 s
+        overlapped.append(sweeper.sweep(runtime))  # a second pass meanwhile: it must not start
+
+    for part in ("resume_finished_waits", "start_orphaned_turns", "time_out_approvals"):
+        monkeypatch.setattr(sweeper, part, slow)
+    sweeper.sweep(rt)
+    assert overlapped == [0, 0, 0]
+
+    def broken(runtime):  # type: ignore[no-untyped-def]
+        time.sleep(0.7)  # past the lock: its release fails, and must not hide this error
+        raise ValueError("the pass's own error")
+
+    monkeypatch.setattr(sweeper, "time_out_approvals", broken)
+    monkeypatch.setattr(sweeper, "start_orphaned_turns", lambda runtime: None)
+    monkeypatch.setattr(sweeper, "resume_finished_waits", lambda runtime: None)
+    with pytest.raises(ValueError, match="the pass's own error"):
+        sweeper.sweep(rt)
