@@ -198,10 +198,9 @@ def test_killing_the_jails_process_group_leaves_no_relay_or_command(tmp_path):
         argv, env = _jail_argv(proxy, ["sleep", marker])
         jail = subprocess.Popen(argv, env=env, start_new_session=True)
         deadline = time.monotonic() + 30
-        while not _running_with(marker) and time.monotonic() < deadline:
+        while not (_relays(proxy) and _commands(marker)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _running_with(marker), "the command never started"
-        assert _running_with(proxy.socket_path), "no relay"
+        assert _relays(proxy) and _commands(marker), "the relay or the command never started"
         os.killpg(jail.pid, signal.SIGKILL)
         jail.wait(timeout=10)
         deadline = time.monotonic() + 10
@@ -216,21 +215,22 @@ def test_killing_the_relay_kills_the_command():
         argv, env = _jail_argv(proxy, ["sleep", marker])
         jail = subprocess.Popen(argv, env=env, start_new_session=True)
         deadline = time.monotonic() + 30
-        while (
-            not (_running_with(marker) and _running_with(proxy.socket_path)) and time.monotonic() < deadline
-        ):
+        while not (_relays(proxy) and _commands(marker)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        # bwrap's command line names the socket too; the relay is the python one.
-        relays = [
-            p
-            for p in _running_with(proxy.socket_path)
-            if " -I -c " in _cmdline(p) and "bwrap" not in _cmdline(p)
-        ]
-        assert relays, "no relay"
-        for pid in relays:
+        assert _relays(proxy) and _commands(marker), "the relay or the command never started"
+        for pid in _relays(proxy):
             os.kill(pid, signal.SIGKILL)
         assert jail.wait(timeout=20) != 0
-        assert not _running_with(marker)
+        assert not _commands(marker)
+
+
+def _relays(proxy: EgressProxy) -> list[int]:
+    # bwrap's command line names the socket too; the relay is the python one.
+    return [p for p in _running_with(proxy.socket_path) if _cmdline(p).startswith("/usr/bin/python3 -I -c ")]
+
+
+def _commands(marker: str) -> list[int]:
+    return [p for p in _running_with(marker) if _cmdline(p).startswith("sleep ")]
 
 
 def test_the_proxy_closes_its_tunnels_and_removes_its_socket_on_exit(web):
@@ -305,3 +305,24 @@ def _running_with(text: str) -> list[int]:
             if state != "Z":
                 found.append(int(entry.name))
     return found
+
+
+def test_a_killed_relay_takes_its_command_with_it_even_outside_a_pid_namespace():
+    # In bwrap the pid namespace would end the command anyway; the relay must not rely on it.
+    marker = "7777.75"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with EgressProxy(_settings()) as proxy:
+        egress = egress_for(proxy.socket_path, port, "/usr/bin/python3")
+        relay = subprocess.Popen([*egress.argv_prefix, "sleep", marker], start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not _commands(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _commands(marker), "the command never started"
+        relay.kill()
+        relay.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _commands(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _commands(marker)
