@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import logging
 import os
 import shutil
 import signal
@@ -326,3 +327,26 @@ def test_a_killed_relay_takes_its_command_with_it_even_outside_a_pid_namespace()
         while _commands(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _commands(marker)
+
+
+def test_decisions_are_logged_with_host_and_port_never_headers(web, caplog):
+    caplog.set_level(logging.INFO, logger="app.sandbox.egress")
+    secret = "Bearer s3cret-token-value"
+    with EgressProxy(_settings()) as proxy:
+        refused = _raw(
+            proxy, f"GET http://127.0.0.1:{web}/x HTTP/1.1\r\nAuthorization: {secret}\r\n\r\n".encode()
+        )
+    assert refused.startswith(b"HTTP/1.1 403")
+    with EgressProxy(_settings(allow_private=True)) as proxy:
+        allowed = _raw(
+            proxy, f"GET http://127.0.0.1:{web}/x HTTP/1.1\r\nAuthorization: {secret}\r\n\r\n".encode()
+        )
+    assert allowed.startswith(b"HTTP/1.0 200")
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert (
+        "WARNING",
+        f"egress proxy refused 127.0.0.1:{web}: 127.0.0.1 is a loopback address; "
+        "only public addresses may be fetched (tools.allow_private_network is off)",
+    ) in messages
+    assert ("INFO", f"egress proxy allowed 127.0.0.1:{web}") in messages
+    assert secret not in caplog.text and "/x" not in caplog.text
