@@ -91,10 +91,13 @@ def _serve(listener: socket.socket, socket_path: str) -> None:
         threading.Thread(target=_relay, args=(client, socket_path), daemon=True).start()
 
 
-def _die_with_parent() -> None:
-    # The command gets SIGKILL when the relay dies, however it dies.
+def _die_with(parent: int) -> None:
+    # The command gets SIGKILL when the relay dies, however it dies; a relay that died
+    # before the signal was armed has already left the command an orphan, so it stops here.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(137)
 
 
 def main(argv: list[str]) -> int:
@@ -104,13 +107,18 @@ def main(argv: list[str]) -> int:
     socket_path, port, command = argv[0], int(argv[1]), argv[3:]
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
+    try:
+        listener.bind(("127.0.0.1", port))
+        listener.listen(64)
+    except OSError as exc:
+        sys.stderr.write(f"egress relay: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})\n")
+        return 125
     threading.Thread(target=_serve, args=(listener, socket_path), daemon=True).start()
     for name in ("SIGTERM", "SIGINT", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     try:
-        child = subprocess.Popen(command, preexec_fn=_die_with_parent, pass_fds=())
+        relay = os.getpid()
+        child = subprocess.Popen(command, preexec_fn=lambda: _die_with(relay))
     except OSError as exc:
         sys.stderr.write(f"{command[0]}: {exc.strerror or exc}\n")
         return 127

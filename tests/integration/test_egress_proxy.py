@@ -350,3 +350,16 @@ def test_decisions_are_logged_with_host_and_port_never_headers(web, caplog):
     ) in messages
     assert ("INFO", f"egress proxy allowed 127.0.0.1:{web}") in messages
     assert secret not in caplog.text and "/x" not in caplog.text
+
+
+def test_a_relay_that_cannot_listen_says_so_and_does_not_run_the_command(tmp_path):
+    with socket.socket() as taken, EgressProxy(_settings()) as proxy:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        egress = egress_for(proxy.socket_path, taken.getsockname()[1], "/usr/bin/python3")
+        done = subprocess.run(
+            [*egress.argv_prefix, "touch", str(tmp_path / "ran")], capture_output=True, text=True, timeout=30
+        )
+    assert done.returncode == 125
+    assert "egress relay: cannot listen on 127.0.0.1:" in done.stderr
+    assert not (tmp_path / "ran").exists()
