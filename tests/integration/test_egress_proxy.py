@@ -363,3 +363,13 @@ def test_a_relay_that_cannot_listen_says_so_and_does_not_run_the_command(tmp_pat
     assert done.returncode == 125
     assert "egress relay: cannot listen on 127.0.0.1:" in done.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_metadata_in_any_disguise_is_refused_even_with_allow_private_network():
+    with EgressProxy(_settings(allow_private=True)) as proxy:
+        for target in ("[::ffff:169.254.169.254]:80", "0xa9fea9fe:80", "metadata.google.internal:80"):
+            answer = _raw(proxy, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+            assert answer.startswith(b"HTTP/1.1 403"), (target, answer)
+            assert b"metadata" in answer
+        answer = _raw(proxy, b"GET http://[::ffff:a9fe:a9fe]/latest/meta-data/ HTTP/1.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403") and b"169.254.169.254 inside an IPv6 address" in answer
