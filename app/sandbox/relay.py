@@ -12,8 +12,9 @@ The script is stdlib-only and imports nothing of `app`: it runs as `python -I -c
 The interface for the jail builder:
 
     egress = egress_for(SOCKET_IN_JAIL, port, python)
-    # 1. bind proxy.socket_path read-only at SOCKET_IN_JAIL (e.g. `--ro-bind PATH /run/egress.sock`;
-    #    connecting to a Unix socket needs no write access to it)
+    # 1. bind proxy.socket_path read-only at SOCKET_IN_JAIL: `--tmpfs /run --ro-bind PATH
+    #    /run/turnstone-egress.sock` (bwrap must create the mount point, so it goes under a
+    #    writable tmpfs, not the read-only root; connecting to a socket needs no write access)
     # 2. argv = [*egress.argv_prefix, *command]
     # 3. env.update(egress.env): HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (and lower case) =
     #    http://127.0.0.1:PORT, NO_PROXY=localhost,127.0.0.1 (the jail's own loopback)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from app.sandbox.egress import EgressProxy
-from app.sandbox.relay import egress_for
+from app.sandbox.relay import SOCKET_IN_JAIL, egress_for
 from app.settings import Settings
 
 BWRAP = shutil.which("bwrap")
@@ -373,3 +373,29 @@ def test_metadata_in_any_disguise_is_refused_even_with_allow_private_network():
             assert b"metadata" in answer
         answer = _raw(proxy, b"GET http://[::ffff:a9fe:a9fe]/latest/meta-data/ HTTP/1.1\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 403") and b"169.254.169.254 inside an IPv6 address" in answer
+
+
+def test_the_documented_wiring_a_read_only_socket_at_the_fixed_path_works(web):
+    # What the jail builder does: the socket alone, read-only, at SOCKET_IN_JAIL under a tmpfs.
+    egress = egress_for(SOCKET_IN_JAIL, PORT, "/usr/bin/python3")
+    fetch = f"curl -sS --noproxy '' http://127.0.0.1:{web}/wired"
+    with EgressProxy(_settings(allow_private=True)) as proxy:
+        argv = [BWRAP or "bwrap", "--unshare-all", "--unshare-user", "--uid", "1000", "--die-with-parent"]
+        argv += [
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/run",
+        ]
+        argv += ["--ro-bind", proxy.socket_path, SOCKET_IN_JAIL, "--", *egress.argv_prefix, "sh", "-c", fetch]
+        done = subprocess.run(
+            argv, env={"PATH": "/usr/bin:/bin", **egress.env}, capture_output=True, text=True
+        )
+    assert done.stdout == "hello /wired proxy-auth=None", done
