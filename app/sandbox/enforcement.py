@@ -8,15 +8,22 @@ run unjailed only while the operator is the service's only user, and `required` 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlmodel import select
 
+from app.sandbox.egress import EgressProxy
 from app.sandbox.jail import Egress, Jail
 from app.sandbox.reach import never_reachable
+from app.sandbox.relay import DEFAULT_PORT as RELAY_PORT
+from app.sandbox.relay import egress_for
 from app.settings import Settings
 from app.storage.models import User
 
@@ -32,6 +39,9 @@ PROBE_ARGS = (
     "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
     "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true",
 )  # fmt: skip
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -57,12 +67,24 @@ class Sandbox:
         self.db = db
         self.hidden = never_reachable(settings)
         # The way out of a `proxy` network, set by whoever runs the egress proxy in this process;
-        # until then a `proxy` command has no network at all.
+        # (tests set one; commands of a `proxy` workstream get a proxy of their own: `jail_for`).
         self.egress: Egress | None = None
         self._probed: dict[str, str | None] = {}  # program -> why it cannot jail here (None: it can)
 
     def find_bwrap(self) -> str | None:
         return shutil.which(self.settings.sandbox.bwrap)
+
+    @contextmanager
+    def jail_for(self, network: str) -> Iterator[Jail | None]:
+        """`jail()` for one command of a workstream whose network is `network`: for `proxy`, with
+        an egress proxy of its own (the workstream's policy) for as long as the command runs."""
+        jail = self.jail()
+        if jail is None or network != "proxy" or jail.egress is not None:
+            yield jail
+            return
+        with EgressProxy(self.settings) as proxy:
+            relay = egress_for(proxy.socket_path, RELAY_PORT, relay_python())
+            yield replace(jail, egress=Egress(proxy.socket_path, relay.env, relay.argv_prefix))
 
     def jail(self) -> Jail | None:
         """The jail for the next command; None: it runs unjailed (see the module's docstring).
@@ -130,3 +152,9 @@ def probe(program: str) -> str | None:
     if done.returncode == 0:
         return None
     return (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1][:300]
+
+
+def relay_python() -> str:
+    """The interpreter that runs the relay inside the jail: the system's, which the default
+    read-only roots expose, else this one's."""
+    return SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else sys.executable

@@ -478,7 +478,13 @@ def run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool = Fals
     """Run `command` under bash's rules (its own process group, a scrubbed environment, the
     working directory, `timeout`, cancel, the sandbox's jail); the caller checks that the
     directory exists. Raises SandboxUnavailableError when it must be jailed and cannot be."""
-    jail = ctx.sandbox.jail() if ctx.sandbox is not None else None
+    if ctx.sandbox is None:
+        return _run(command, timeout, ctx, stop_on_error, None)
+    with ctx.sandbox.jail_for(ctx.network) as jail:
+        return _run(command, timeout, ctx, stop_on_error, jail)
+
+
+def _run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool, jail: Jail | None) -> Completed:
     script = scripts.write((jail.limits() if jail else "") + _script(command, stop_on_error))
     try:
         return _execute(script, timeout, ctx, jail)

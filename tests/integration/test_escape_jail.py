@@ -309,3 +309,58 @@ def test_the_host_network_reaches_the_host_and_none_does_not(services, folders, 
         finally:
             sock.close()
         assert output.startswith("200") is reached, (network, output)
+
+
+def proxy_turn(services: Services, model: FakeModelServer, folder: Path, command: str) -> str:
+    """The bash result of `command` in a new workstream whose network is `proxy`."""
+    api = Api(services.base_url, API_TOKEN)
+    ws_id = api.create_workstream(working_dir=str(folder), auto_approve=True, network="proxy")
+    sock = EventSocket(services.base_url, API_TOKEN, ws_id)
+    try:
+        model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": command})]))
+        model.enqueue(Reply(text="done"))
+        sock.wait_turn_end(api.send(ws_id, "through the proxy"), timeout=90)
+        return str(sock.wait_type("tool_result")["output"])
+    finally:
+        sock.close()
+
+
+# `--noproxy ''`: the jail's NO_PROXY sends 127.0.0.1 straight to its own loopback; these rows
+# ask the proxy itself, which must refuse each (the service's default: no private networks).
+PROXY_ROWS = [
+    (
+        "the web port",
+        "curl -sS -m 5 --noproxy '' -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{web}/health",
+    ),
+    (
+        "a private name",
+        "curl -sS -m 5 --noproxy '' -o /dev/null -w '%{{http_code}}' http://localhost:{web}/health",
+    ),
+    (
+        "metadata",
+        "curl -sS -m 5 --noproxy '' -o /dev/null -w '%{{http_code}}' http://169.254.169.254/latest/meta-data/",
+    ),
+    (
+        "redis by CONNECT",
+        "curl -sS -m 5 --noproxy '' -o /dev/null -w '%{{http_code}}' https://127.0.0.1:{redis}/ 2>&1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "command"), PROXY_ROWS, ids=[name for name, _ in PROXY_ROWS])
+def test_the_proxy_network_goes_out_only_through_the_guard(services, folders, model, name, command):
+    redis_port = services.redis.connection_pool.connection_kwargs["port"]
+    output = proxy_turn(services, model, folders.mine, command.format(web=services.port, redis=redis_port))
+    assert "403" in output and not output.startswith("200"), (name, output)
+    assert_unharmed(services, model, folders.mine)
+
+
+def test_a_proxy_workstreams_command_has_the_proxy_and_no_network_of_its_own(services, folders, model):
+    redis_port = services.redis.connection_pool.connection_kwargs["port"]
+    output = proxy_turn(
+        services,
+        model,
+        folders.mine,
+        f"echo proxy=$HTTPS_PROXY; (echo PING > /dev/tcp/127.0.0.1/{redis_port}) 2>&1 || echo direct-refused",
+    )
+    assert "proxy=http://127.0.0.1:" in output and "direct-refused" in output, output
