@@ -114,6 +114,8 @@ async function signIn() {
   }
   $("whoami").textContent = me.name;
   $("whoami").title = `Signed in as ${me.name} (${me.scopes.join(", ")})`;
+  // Only an administrator names a workstream's folder; everyone else's gets one of its own.
+  for (const el of [$("c-dir"), document.querySelector('label[for="c-dir"]')]) el.hidden = !me.admin;
   $("login").hidden = true;
   $("app").hidden = false;
   await sidebar.refresh();
