@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlmodel import col, select
+
 from app.engine import calls, conversation, one_call, prompt, subagents, turns
 from app.engine.cancellation import CancelCheck
 from app.engine.leases import fenced, hand_on, let_go
@@ -22,6 +24,7 @@ from app.storage.database import insert_row
 from app.storage.models import (
     CallStatus,
     Message,
+    ToolCall,
     Turn,
     TurnPhase,
     TurnStatus,
@@ -180,7 +183,7 @@ def _store_reply(
     A cancel requested while the answer streamed is seen here, in the same transaction
     that would park the turn: the calls are dropped and the turn ends cancelled."""
     asked = reply.tool_calls if end_as != TurnStatus.CANCELLED else []  # nobody will run them
-    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, asked)
+    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, step, asked)
     answer = {
         "content": "".join(reply.content),
         "reasoning": "".join(reply.reasoning) or None,
@@ -302,11 +305,11 @@ def _version(tools: toolsets.ToolSet, p: PreparedCall) -> str | None:
 
 
 def _prepare_all(
-    rt: Runtime, ws: Workstream, tools: toolsets.ToolSet, turn_id: str, requested: list[Any]
+    rt: Runtime, ws: Workstream, tools: toolsets.ToolSet, turn_id: str, step: int, requested: list[Any]
 ) -> tuple[list[tuple[PreparedCall, Any]], set[str]]:
     """Phase 1 for every call; also the read set as the calls left it (read_file marks at prepare)."""
     read_paths: set[str] = set(ws.read_paths)
-    seen: set[str] = set()
+    seen = _used_ids(rt, turn_id, [call.id for call in requested if call.id]) if step else set()
     out = []
     for n, call in enumerate(requested):
         call_id = _call_id(call.id, n, seen)
@@ -316,9 +319,22 @@ def _prepare_all(
     return out, read_paths
 
 
+def _used_ids(rt: Runtime, turn_id: str, given: list[str]) -> set[str]:
+    """Which of the `given` ids an earlier step of the turn used already. A call is found by its
+    turn and id (its tool message, `calls.finish_waiting`), so an id is used once per turn; a
+    local model numbering every step's calls from `0` gets new ones. The first step has none."""
+    if not given:
+        return set()
+    with rt.db.session() as s:
+        used = s.exec(
+            select(ToolCall.call_id).where(ToolCall.turn_id == turn_id, col(ToolCall.call_id).in_(given))
+        ).all()
+    return set(used)
+
+
 def _call_id(given: str | None, n: int, seen: set[str]) -> str:
-    # Local models may repeat, omit or garble ids; a result must name exactly one call,
-    # and the id must fit its column and be storable as it is.
+    # Local models may repeat, omit or garble ids; a result must name exactly one call of its
+    # turn, and the id must fit its column and be storable as it is.
     usable = given and given not in seen and len(given) <= calls.MAX_STORED_NAME and storable(given) == given
     return given if usable and given else f"call_{n}_{turns.new_id()[:8]}"
 

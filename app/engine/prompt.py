@@ -7,30 +7,12 @@ watches) to `SECTIONS`, or a runtime adds its own; nobody edits one constant.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
+from app.engine.prompt_context import PromptContext, Section
 from app.memory import relevance
-from app.settings import Settings
 from app.skills import section as skill_section
-from app.storage.database import Database
-from app.storage.models import Workstream
 from app.tools.search_plan import CLIENT
-from app.tools.toolset import ToolSet
-
-
-@dataclass(frozen=True)
-class PromptContext:
-    """What a section may look at: the workstream as the step loaded it, its tools, the settings."""
-
-    workstream: Workstream
-    tools: ToolSet
-    settings: Settings
-    db: Database | None = None  # for sections that read storage (memories)
-    message: str | None = None  # the user's message that opened the turn
-
-
-Section = Callable[[PromptContext], str | None]
 
 
 def identity(ctx: PromptContext) -> str:
