@@ -16,10 +16,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 import redis
 
 from app import presence
@@ -369,3 +372,20 @@ class Services:
             time.sleep(0.1)
         logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.tmp.glob("*.log"))
         raise RuntimeError(f"{what} did not become ready ({last})\n{logs}")
+
+
+@contextmanager
+def running(backend: str, tmp: Path, model_base_url: str, config: str = "") -> Iterator[Services]:
+    """The whole service on `backend` in `tmp`, with `config` as its config.toml when given,
+    stopped at the end; a PostgreSQL one is skipped where PostgreSQL is not reachable (not under CI)."""
+    if backend == "postgresql" and not postgres_available():
+        pytest.skip("PostgreSQL is not reachable")
+    services = Services(backend, tmp, model_base_url)
+    if config:
+        (tmp / "config.toml").write_text(config)
+        services.env["TURNSTONE_CONFIG"] = str(tmp / "config.toml")
+    try:
+        services.start()
+        yield services
+    finally:
+        services.stop()

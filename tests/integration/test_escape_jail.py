@@ -25,7 +25,7 @@ from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.client import Api, EventSocket
 from tests.integration.conftest import BACKENDS
 from tests.integration.people import People
-from tests.integration.services import API_TOKEN, MODEL_KEY, Services, postgres_available
+from tests.integration.services import API_TOKEN, MODEL_KEY, Services, running
 from tests.process_table import carrying, wait_until
 
 pytestmark = pytest.mark.integration
@@ -42,22 +42,14 @@ if shutil.which("bwrap") is None and not os.environ.get("CI"):
 def services(  # by this name, a failure shows the service logs (conftest's report hook)
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
 ) -> Iterator[Services]:
-    if request.param == "postgresql" and not postgres_available():
-        pytest.skip("PostgreSQL is not reachable")
     tmp = tmp_path_factory.mktemp(f"escape-{request.param}")
-    services = Services(request.param, tmp, model_server.openai_base_url)
     roots = ", ".join(f'"{root}"' for root in (*DEFAULT_READ_ONLY_ROOTS, str(tmp)))
     limits = "".join(f"{key} = {value}\n" for key, value in LIMITS.items())
-    config = tmp / "config.toml"
-    config.write_text(
+    config = (
         f'# {CONFIG_MARKER}\n[sandbox]\nread_only_roots = [{roots}]\ndata_root = "{tmp / "data"}"\n{limits}'
     )
-    services.env["TURNSTONE_CONFIG"] = str(config)
-    try:
-        services.start()
+    with running(request.param, tmp, model_server.openai_base_url, config) as services:
         yield services
-    finally:
-        services.stop()
 
 
 @dataclass

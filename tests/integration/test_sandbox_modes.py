@@ -14,7 +14,7 @@ from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.client import Api, EventSocket
 from tests.integration.conftest import BACKENDS
 from tests.integration.people import People
-from tests.integration.services import API_TOKEN, Services, postgres_available
+from tests.integration.services import API_TOKEN, Services, running
 
 pytestmark = pytest.mark.integration
 
@@ -23,18 +23,10 @@ pytestmark = pytest.mark.integration
 def services(  # by this name, a failure shows the service logs (conftest's report hook)
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
 ) -> Iterator[Services]:
-    if request.param == "postgresql" and not postgres_available():
-        pytest.skip("PostgreSQL is not reachable")
     tmp = tmp_path_factory.mktemp(f"no-bwrap-{request.param}")
-    services = Services(request.param, tmp, model_server.openai_base_url)
-    config = tmp / "config.toml"
-    config.write_text(f'[sandbox]\nbwrap = "{tmp / "no-such-bwrap"}"\n')
-    services.env["TURNSTONE_CONFIG"] = str(config)
-    try:
-        services.start()
+    config = f'[sandbox]\nbwrap = "{tmp / "no-such-bwrap"}"\n'
+    with running(request.param, tmp, model_server.openai_base_url, config) as services:
         yield services
-    finally:
-        services.stop()
 
 
 @pytest.fixture
