@@ -21,6 +21,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from flask import Flask
 
     from app.runtime import Runtime
+    from app.sandbox import folders
     from app.settings import Settings
     from app.web import access, websocket
     from app.web.accounts import accounts
@@ -38,6 +39,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
     rt.waits_out_outages = False  # a request meeting an outage is answered 503 to retry
+    rt.data_root_problem = folders.check_shared(settings, rt.db)
+    if rt.data_root_problem is not None:
+        log.error("workstream folders made here will not be where workers look: %s", rt.data_root_problem)
     rt.sandbox.warn_if_unjailed()
     flask_app = Flask(__name__, static_folder=None)
     max_body = settings.max_body_bytes

@@ -35,6 +35,9 @@ class Runtime:
     # Whether a transition waits out a Redis outage (a worker: the end of a phase holds finished
     # work) or fails at once (the web: the request is answered 503, and the client retries).
     waits_out_outages: bool = True
+    # Why this process's data root is not the service's shared one (app/sandbox/folders.py), or
+    # None; a worker with one takes no tool batches, /health shows it.
+    data_root_problem: str | None = None
     sandbox: Any = None  # app.sandbox.enforcement.Sandbox: the jail of bash calls and watch polls
 
     @classmethod

@@ -11,12 +11,14 @@ from celery.signals import worker_ready, worker_shutting_down
 
 from app.engine import calls, chain, sweeper
 from app.runtime import Runtime
+from app.sandbox import folders
 from app.settings import Settings
 from app.taskqueue import (
     FINISH_CALL_TASK,
     MODEL_STEP_TASK,
     SWEEP_TASK,
     TOOL_BATCH_TASK,
+    TOOLS_QUEUE,
     WATCH_PASS_TASK,
     WATCH_POLL_TASK,
 )
@@ -42,6 +44,18 @@ def runtime() -> Runtime:
 def _run_own_handoffs(sender: Any = None, **_: Any) -> None:
     """A phase task may run its turn's next phase itself when this worker consumes its queue."""
     runtime().queue.local_queues = frozenset(sender.app.amqp.queues.consume_from)
+
+
+@worker_ready.connect
+def _check_data_root(sender: Any = None, **_: Any) -> None:
+    """A worker whose data root is not the one the service shares takes no tool batches (their
+    folders are not there): the other workers run them (docs/security.md, "Working folders")."""
+    rt = runtime()
+    problem = folders.check_shared(rt.settings, rt.db)
+    rt.data_root_problem = problem
+    if problem is not None and sender is not None:
+        log.error("this worker takes no tool batches: %s", problem)
+        sender.cancel_task_queue(TOOLS_QUEUE)
 
 
 @worker_ready.connect

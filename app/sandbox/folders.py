@@ -5,11 +5,20 @@ roots the policy allows (the data root, `[sandbox] working_dir_roots`, TURNSTONE
 from __future__ import annotations
 
 import os
+import time
+import uuid
+
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from app.errors import BadRequestError, ForbiddenError
 from app.sandbox.reach import is_within
 from app.settings import Settings
+from app.storage.database import Database
+from app.storage.models import ServiceKey
 
+MARKER = ".turnstone-data-root"  # at the data root: the id of the service it belongs to
+ROOT_KEY = "data-root"  # that id's name in service_keys
+MARKER_WAIT_SECONDS = 5.0  # for the marker of a service named a moment ago by another process
 OPERATOR_FOLDER = "_operator"  # the operator's workstreams (no user): no user id looks like it
 FOLDER_MODE = 0o700
 NAMED_BY_ADMINS = "working_dir: only an administrator may name a working folder; each workstream gets its own"
@@ -56,3 +65,65 @@ def make(settings: Settings, owner_id: str | None, ws_id: str) -> str:
 
 def _is_component(name: str) -> bool:
     return bool(name) and name not in (".", "..") and os.sep not in name and "\x00" not in name
+
+
+def check_shared(settings: Settings, db: Database) -> str | None:
+    """None when this process's data root is the service's one; else why it is not.
+
+    Every web node and worker must see one data root (a shared filesystem): a folder is made by
+    the web node and used by whichever worker runs its commands. The first process of a service
+    to look names it, with an id kept in the database and in a marker file at the root; any
+    other process finds the same id there, or its data root is not the shared one."""
+    root = settings.sandbox.data_root
+    marker = os.path.join(root, MARKER)
+    try:
+        os.makedirs(root, mode=FOLDER_MODE, exist_ok=True)
+        wanted, named_now = _root_id(db)
+    except (OSError, SQLAlchemyError) as exc:  # no database yet (not migrated), a root not writable
+        return f"the data root {root} could not be checked ({type(exc).__name__})"
+    if named_now:
+        temporary = f"{marker}.{os.getpid()}"
+        with open(temporary, "w") as file:
+            file.write(wanted)
+        os.replace(temporary, marker)
+        return None
+    found = _marker(marker)
+    deadline = time.monotonic() + MARKER_WAIT_SECONDS
+    while found is None and time.monotonic() < deadline:  # the process that named it may be writing it
+        time.sleep(0.1)
+        found = _marker(marker)
+    if found == wanted:
+        return None
+    what = "no marker" if found is None else "another service's marker"
+    return (
+        f"the data root {root} holds {what} ({MARKER}): it is not the one this service's other "
+        "processes share; mount the shared data root there (TURNSTONE_DATA_ROOT)"
+    )
+
+
+def _marker(path: str) -> str | None:
+    try:
+        with open(path) as file:
+            return file.read().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _root_id(db: Database) -> tuple[str, bool]:
+    """The service's data-root id, and whether this call made it."""
+    with db.reader() as s:
+        row = s.get(ServiceKey, ROOT_KEY)
+    if row is not None:
+        return row.secret, False
+    try:
+        with db.session() as s:
+            s.add(ServiceKey(name=ROOT_KEY, secret=uuid.uuid4().hex))
+    except IntegrityError:  # another process named it first: theirs is the one
+        with db.reader() as s:
+            found = s.get(ServiceKey, ROOT_KEY)
+        assert found is not None
+        return found.secret, False
+    with db.reader() as s:
+        made = s.get(ServiceKey, ROOT_KEY)
+    assert made is not None
+    return made.secret, True

@@ -25,6 +25,8 @@ def check() -> Any:
     body["database"] = _database_ok(rt)
     body["workers"] = _workers(rt) if body["redis"]["ok"] else {"ok": False, "count": 0}
     body["sandbox"] = _sandbox(rt)
+    # This web node's data root is where workers make and find folders (app/sandbox/folders.py).
+    body["data_root"] = {"shared": rt.data_root_problem is None, "problem": rt.data_root_problem}
     if body["redis"]["ok"]:
         body["mcp"] = _mcp(rt)
     body["ok"] = body["redis"]["ok"] and body["database"]["ok"]

@@ -266,7 +266,11 @@ class Services:
         return base_url
 
     def start_worker(
-        self, key: str = "worker", concurrency: int = 8, queues: str = "model_steps,tool_batches,control"
+        self,
+        key: str = "worker",
+        concurrency: int = 8,
+        queues: str = "model_steps,tool_batches,control",
+        env: dict[str, str] | None = None,
     ) -> str:
         """A Celery worker, known as `key` in `processes` (a second one needs its own), consuming
         `queues`; its name."""
@@ -278,6 +282,7 @@ class Services:
              "--concurrency", str(concurrency),
              "--queues", queues, "--hostname", name,
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            env,
         )  # fmt: skip
         # Ready when this very worker announces itself (a killed one's entry lingers a while).
         self._wait(lambda: presence.is_present(self.redis, name), key)

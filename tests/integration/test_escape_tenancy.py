@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.settings import Settings
+from app.taskqueue import make_celery
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.client import EventSocket
 from tests.integration.people import People, Person
@@ -241,3 +243,45 @@ def test_the_folder_check_leaves_nothing_behind_on_refusal(services, people):
     assert r.status_code == 403
     after = set(os.listdir(services.data_root)) if os.path.isdir(services.data_root) else set()
     assert alice.user_id not in after - before
+
+
+# -- one data root for every host -----------------------------------------------------------------
+
+
+def test_a_worker_whose_data_root_is_not_the_shared_one_takes_no_tool_batches(services, api, model, tmp_path):
+    """Two workers that do not share a folder: the one whose data root is elsewhere says so and
+    leaves tool batches to the other, so every command runs where its folder is."""
+    elsewhere = services.start_worker(
+        key="elsewhere", env={"TURNSTONE_DATA_ROOT": str(tmp_path / "not-shared")}
+    )
+    try:
+        log = services.tmp / "elsewhere.log"
+        assert "this worker takes no tool batches: the data root" in log.read_text()
+        assert (tmp_path / "not-shared").is_dir() and not (
+            tmp_path / "not-shared" / ".turnstone-data-root"
+        ).exists()
+        for n in range(6):
+            ws = api.workstream(api.create_workstream(auto_approve=True))
+            key = f"shared-{n}-{uuid.uuid4().hex[:6]}"
+            model.enqueue(
+                Reply(tool_calls=[ToolCall("bash", {"command": f"pwd; echo {key}"}, id=key)]), match=key
+            )
+            model.enqueue(Reply(text="done"), match=key)
+            api.send(ws["ws_id"], f"{key}: where am I")
+            assert api.wait_idle(ws["ws_id"], timeout=90)["state"] == "idle"
+            tool = [m for m in api.history(ws["ws_id"]) if m["role"] == "tool"]
+            assert tool and tool[0]["content"].split() == [ws["working_dir"], key], tool
+        assert services.tasks_received("elsewhere", "turnstone.tool_batch") == 0
+        consumed = _queues_of(services, elsewhere)
+        assert "model_steps" in consumed and "tool_batches" not in consumed, consumed
+        health = httpx.get(services.base_url + "/health", timeout=10).json()
+        assert health["data_root"] == {"shared": True, "problem": None}
+    finally:
+        services.kill("elsewhere")
+
+
+def _queues_of(services: Services, worker: str) -> set[str]:
+    """The queues `worker` consumes now, as it answers a remote-control inspection."""
+    celery = make_celery(Settings.from_mapping({}, {"REDIS_URL": services.redis_url}))
+    answers = celery.control.inspect(destination=[worker], timeout=5).active_queues() or {}
+    return {queue["name"] for queue in answers.get(worker, [])}
