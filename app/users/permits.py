@@ -4,9 +4,10 @@ another user's only when that user has given the owner leave (or an admin owns t
 from __future__ import annotations
 
 from sqlalchemy import delete
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from app.errors import BadRequestError
+from app.memory import owners
 from app.storage.database import Database
 from app.storage.models import NotifyPermit, User
 
@@ -38,7 +39,7 @@ def replace(db: Database, user_id: str, names: list[str]) -> list[str]:
 def may_notify(db: Database, owner_id: str | None, username: str) -> bool:
     """Whether a workstream of `owner_id` (None: the operator's) may notify `username`."""
     with db.reader() as s:
-        if owner_id is None or _is_admin(s, owner_id):
+        if owners.is_admin(s, owner_id):  # the operator (None) or an admin user
             return True
         target = s.exec(select(User.id).where(User.name == username)).first()
         if target is None:
@@ -49,7 +50,3 @@ def may_notify(db: Database, owner_id: str | None, username: str) -> bool:
             NotifyPermit.user_id == target, NotifyPermit.sender_id == owner_id
         )
         return s.exec(permit).first() is not None
-
-
-def _is_admin(s: Session, user_id: str) -> bool:
-    return bool(s.exec(select(User.is_admin).where(User.id == user_id)).first())
