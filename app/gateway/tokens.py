@@ -11,8 +11,6 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-
 from app.settings import (
     SERVICE_JWT_AUDIENCE,
     SERVICE_JWT_ISSUER,
@@ -20,8 +18,8 @@ from app.settings import (
     SERVICE_JWT_SECONDS,
     NotifySettings,
 )
+from app.storage import service_keys
 from app.storage.database import Database
-from app.storage.models import ServiceKey
 
 ALGORITHM = "HS256"
 KEY_NAME = "service-jwt"
@@ -42,19 +40,7 @@ def service_secret(db: Database, settings: NotifySettings) -> str:
 
 
 def _stored_secret(db: Database) -> str:
-    with db.reader() as s:
-        row = s.get(ServiceKey, KEY_NAME)
-    if row is not None:
-        return row.secret
-    try:
-        with db.session() as s:
-            s.add(ServiceKey(name=KEY_NAME, secret=secrets.token_urlsafe(48)))
-    except IntegrityError:
-        pass  # another process made it first: theirs is the one
-    with db.reader() as s:
-        row = s.get(ServiceKey, KEY_NAME)
-    assert row is not None
-    return row.secret
+    return service_keys.get_or_make(db, KEY_NAME, secrets.token_urlsafe(48))[0]
 
 
 def sign(secret: str, subject: str = "notify", now: float | None = None) -> str:

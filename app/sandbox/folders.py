@@ -8,13 +8,13 @@ import os
 import time
 import uuid
 
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.errors import BadRequestError, ForbiddenError
 from app.sandbox.reach import is_within
 from app.settings import Settings
+from app.storage import service_keys
 from app.storage.database import Database
-from app.storage.models import ServiceKey
 
 MARKER = ".turnstone-data-root"  # at the data root: the id of the service it belongs to
 ROOT_KEY = "data-root"  # that id's name in service_keys
@@ -111,19 +111,4 @@ def _marker(path: str) -> str | None:
 
 def _root_id(db: Database) -> tuple[str, bool]:
     """The service's data-root id, and whether this call made it."""
-    with db.reader() as s:
-        row = s.get(ServiceKey, ROOT_KEY)
-    if row is not None:
-        return row.secret, False
-    try:
-        with db.session() as s:
-            s.add(ServiceKey(name=ROOT_KEY, secret=uuid.uuid4().hex))
-    except IntegrityError:  # another process named it first: theirs is the one
-        with db.reader() as s:
-            found = s.get(ServiceKey, ROOT_KEY)
-        assert found is not None
-        return found.secret, False
-    with db.reader() as s:
-        made = s.get(ServiceKey, ROOT_KEY)
-    assert made is not None
-    return made.secret, True
+    return service_keys.get_or_make(db, ROOT_KEY, uuid.uuid4().hex)
