@@ -15,8 +15,6 @@ sent by `announce`.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +23,8 @@ from sqlalchemy import or_, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
+from app.engine import interruptions
+from app.engine.interruptions import RUNNER
 from app.engine.outbox import Outbox, ordered
 from app.events import EventType, Fence
 from app.mcp.names import approval_label
@@ -45,23 +45,11 @@ from app.storage.models import (
 from app.tools import images
 from app.tools.pipeline import PreparedCall
 
-INTERRUPTED_OUTPUT = (
-    "Interrupted: the worker running this call stopped before it finished. "
-    "Its outcome is unknown (it may have partly run); check before running it again."
-)
-# What a command's watchdog did when its worker died (app/tools/process_guard.py).
-INTERRUPTED_COMMAND_OUTPUT = (
-    "Interrupted: the worker running this command stopped before it finished, and the command "
-    "was stopped with it (its processes were killed). Its outcome is unknown (it may have partly "
-    "run); check its effects before running it again."
-)
 CANCELLED_OUTPUT = "Cancelled by user before it ran."
 CANCELLED_WAITING_OUTPUT = "Cancelled by user while it was still running."
 CANCEL_FEEDBACK = "Cancelled by user"
 
 MAX_STORED_NAME = 200  # the call_id and func_name columns
-
-RUNNER = f"{socket.gethostname()}:{os.getpid()}"  # recorded with each call this process starts
 
 
 def denial_text(feedback: str | None) -> str:
@@ -188,6 +176,18 @@ def start(s: Session, row: ToolCall, runner: str | None = None) -> bool:
     return _move(s, row, [CallStatus.APPROVED], status=CallStatus.RUNNING, started_at=utcnow(), runner=runner)
 
 
+def note_process(rt: Runtime, row: ToolCall, group: int) -> None:
+    """Record that the running call's command has started, as process group `group` (what
+    an interrupted call's result rests on, `interruptions.text`); its result clears it."""
+    with rt.db.session() as s:
+        update_rows(
+            s,
+            update(ToolCall)
+            .where(col(ToolCall.id) == row.id, col(ToolCall.status) == CallStatus.RUNNING)
+            .values(process_group=group),
+        )
+
+
 @dataclass(frozen=True)
 class StartedCall:
     """A batch's only call, stored already running by the transaction that handed the batch
@@ -240,9 +240,9 @@ def finished(output: str, is_error: bool, status: CallStatus = CallStatus.DONE) 
 
 
 def interrupt(s: Session, row: ToolCall) -> bool:
-    """running -> interrupted: its worker died; it is never run again."""
-    output = INTERRUPTED_COMMAND_OUTPUT if row.func_name == "bash" else INTERRUPTED_OUTPUT
-    return finish(s, row, output, True, CallStatus.INTERRUPTED, [CallStatus.RUNNING])
+    """running -> interrupted: found running by a later attempt of its batch (its worker died,
+    or a fault ended that attempt); it is never run again, and its result says what is known."""
+    return finish(s, row, interruptions.text(row), True, CallStatus.INTERRUPTED, [CallStatus.RUNNING])
 
 
 def cancel_unstarted(s: Session, row: ToolCall, leaving: CallStatus = CallStatus.APPROVED) -> bool:

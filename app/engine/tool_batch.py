@@ -210,6 +210,7 @@ def _context(
         roots=Roots.from_settings(rt.settings),
         mcp=rt.mcp.manager if rt.mcp is not None else None,
         start_task=lambda prompt: subagents.start(rt, ws, fence.turn_id, row, prompt),
+        note_process=lambda group: calls.note_process(rt, row, group),
     )
 
 

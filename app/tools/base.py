@@ -31,6 +31,10 @@ def _no_events(_type: str, _fields: dict[str, Any]) -> None:
     return None
 
 
+def _unrecorded(_group: int) -> None:
+    return None
+
+
 @dataclass
 class ToolContext:
     """The world a handler may see: never a request, a task or a connection.
@@ -60,6 +64,9 @@ class ToolContext:
     fetcher: Any = None
     mcp: Any = None  # app.mcp.manager.MCPManager: a worker's MCP connections (web_search's MCP backend)
     start_task: Callable[[str], str] | None = None
+    # Called by bash once its command's processes exist (their group id): the service records
+    # it, so that a call found running after its worker died can say whether it had started.
+    note_process: Callable[[int], None] = _unrecorded
     roots: Roots | None = None  # the file tools' roots; None: those of this process's settings
     # The process's app.sandbox.enforcement.Sandbox: bash and watch polls run in its jail; None
     # (a handler tested alone) runs them unjailed. `network` is the workstream's choice.

@@ -552,9 +552,19 @@ def _run_to_end(run: _Run, timeout: int, guard: GroupGuard) -> str | None:
     """Stream the command's output until it ends or is stopped; its group is killed either way."""
     try:
         guard.watch(run.proc.pid)
+        _note_started(run)
         return _supervise(run, time.monotonic() + timeout)
     finally:
         _kill_group(run)
+
+
+def _note_started(run: _Run) -> None:
+    """Tell the service the command has started. Its output waits in the pipe meanwhile; a
+    store that fails leaves the call saying "most likely never ran" should its worker die."""
+    try:
+        run.ctx.note_process(run.proc.pid)
+    except Exception as exc:  # noqa: BLE001 - a record, never a reason to stop the command
+        log.warning("could not record that a command started (%s)", type(exc).__name__)
 
 
 def _supervise(run: _Run, deadline: float) -> str | None:

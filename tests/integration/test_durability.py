@@ -8,6 +8,7 @@ import uuid
 import psycopg
 import pytest
 
+from app.engine import interruptions
 from app.storage.database import IDLE_CHECK_SECONDS, Database
 from app.storage.models import Turn
 from tests.fakes.model_server import Reply, ToolCall
@@ -63,7 +64,7 @@ def test_worker_killed_during_a_bash_call_reports_it_interrupted(api, model, ser
     services.start_worker()
     sock.wait_turn_end(turn_id, timeout=60)
     result = [e for e in sock.of_type("tool_result")][-1]
-    assert result["is_error"] and "outcome is unknown" in result["output"]
+    assert result["is_error"] and result["output"] == interruptions.STOPPED_WITH_WORKER
     assert (workdir / "runs").read_text().count("run\n") == 1  # never run twice
     history = api.history(ws_id)
     _consistent(history)
@@ -89,7 +90,7 @@ def test_a_bash_command_is_stopped_with_its_killed_worker(api, model, services, 
     services.start_worker()
     sock.wait_turn_end(turn_id, timeout=60)
     result = sock.of_type("tool_result")[-1]
-    assert result["is_error"] and result["output"].startswith("Interrupted")
+    assert result["is_error"] and result["output"] == interruptions.STOPPED_WITH_WORKER
     history = api.history(ws_id)
     _consistent(history)
     assert history[-1]["content"] == "it was stopped"
