@@ -28,7 +28,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web.api import api
     from app.web.channels import channel_api
     from app.web.client import client
-    from app.web.fanout import Fanout
     from app.web.health import health
     from app.web.mcp_api import mcp_api
     from app.web.memories import memories
@@ -46,14 +45,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app = Flask(__name__, static_folder=None)
     max_body = settings.max_body_bytes
     flask_app.config["MAX_CONTENT_LENGTH"] = max_body
-    # The same cap for a websocket frame, counted as it arrives: a larger one closes the
-    # socket (1009) before it is assembled or parsed.
-    # No ping thread of the library's own: it writes pings to the socket beside the relay's
-    # frames, unlocked, and a ping landing inside a half-sent frame corrupts the stream. The
-    # socket's own loop pings instead, between frames (app/web/websocket.py).
-    flask_app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": None, "max_message_size": max_body}
     flask_app.extensions["runtime"] = rt
-    flask_app.extensions["fanout"] = Fanout(rt.redis, queue_events=settings.live_queue_events)
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(accounts)
     flask_app.register_blueprint(health)
@@ -64,7 +56,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(metrics)
     flask_app.register_blueprint(skills)
     flask_app.register_blueprint(channel_api)
-    websocket.init_app(flask_app)
+    websocket.init_app(flask_app, rt)  # the same body cap for a websocket message
     access.init_app(flask_app)  # every endpoint's rule (app/web/access.py), checked before its view
     _register_errors(flask_app)
     return flask_app

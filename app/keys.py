@@ -13,6 +13,7 @@ TURN_FENCE = PREFIX + ":turn:{turn_id}:attempt"  # the attempt allowed to publis
 TURN_CANCEL = PREFIX + ":turn:{turn_id}:cancel"  # set while a cancel is requested
 PUBLISHED = PREFIX + ":published:{token}"  # the id a retried publish already got
 
+SOCKETS_OF = PREFIX + ":sockets:{principal}"  # sorted set: a principal's open sockets -> when each lapses
 WORKER_PRESENCE = PREFIX + ":workers"  # sorted set: worker name -> when its presence lapses
 
 FENCE_TTL_SECONDS = 7 * 24 * 3600
@@ -34,6 +35,12 @@ def event_log(ws_id: str) -> str:
 
 def event_channel(ws_id: str) -> str:
     return EVENT_CHANNEL.format(ws_id=ws_id)
+
+
+def ws_of_event_channel(channel: str) -> str:
+    """The workstream whose `event_channel` this is."""
+    head, tail = EVENT_CHANNEL.split("{ws_id}")
+    return channel[len(head) : len(channel) - len(tail)]
 
 
 def turn_fence(turn_id: str) -> str:
@@ -67,3 +74,7 @@ def login_failures(who: str) -> str:
 
 def login_lock(who: str) -> str:
     return LOGIN_LOCK.format(who=who)
+
+
+def sockets_of(principal: str) -> str:
+    return SOCKETS_OF.format(principal=principal)

@@ -70,7 +70,11 @@ BODY_BYTES_PER_MESSAGE_BYTE = 6  # JSON escapes a character into at most six byt
 DEFAULT_REPLAY_LOG_LENGTH = 10_000  # events kept per workstream
 DEFAULT_REPLAY_LOG_BYTES = 8 * 1024 * 1024  # and about this many bytes of them at most (the newest stays)
 EVENT_LOG_TTL_SECONDS = 7 * 24 * 3600  # a workstream's event keys expire this long after its last event
-DEFAULT_LIVE_QUEUE_EVENTS = 1000  # live events waiting for one websocket; past that it resyncs from the log
+# Bytes a websocket may have queued for a client that does not read; past that it is closed and
+# the client reconnects with `after` (app/web/sockets/connection.py).
+DEFAULT_SOCKET_MAX_UNSENT_BYTES = 8 * 1024 * 1024
+DEFAULT_SOCKETS_PER_PRINCIPAL = 64  # open websockets of one user (or the operator), every web node together
+DEFAULT_SOCKETS_PER_PROCESS = 10_000  # open websockets one web process serves
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # a user message larger than this is a 413
 
 # The guarded fetcher (app/tools/fetch) and web_fetch.
@@ -388,7 +392,9 @@ class Settings:
     redis_retry_seconds: float = DEFAULT_REDIS_RETRY_SECONDS
     replay_log_bytes: int = DEFAULT_REPLAY_LOG_BYTES
     event_log_ttl_seconds: int = EVENT_LOG_TTL_SECONDS
-    live_queue_events: int = DEFAULT_LIVE_QUEUE_EVENTS
+    socket_max_unsent_bytes: int = DEFAULT_SOCKET_MAX_UNSENT_BYTES
+    sockets_per_principal: int = DEFAULT_SOCKETS_PER_PRINCIPAL
+    sockets_per_process: int = DEFAULT_SOCKETS_PER_PROCESS
     socket_ping_seconds: float = DEFAULT_SOCKET_PING_SECONDS
     # [mcp.servers.NAME] merged with $TURNSTONE_MCP_CONFIG's mcpServers (app.mcp.config.ServerConfig)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
@@ -466,6 +472,13 @@ class Settings:
             tool_sources=_tool_sources(config.get("tool_sources", {})),
             redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
             socket_ping_seconds=_float(env.get("TURNSTONE_SOCKET_PING_SECONDS", DEFAULT_SOCKET_PING_SECONDS)),
+            socket_max_unsent_bytes=_count(
+                env, "TURNSTONE_SOCKET_MAX_UNSENT_BYTES", DEFAULT_SOCKET_MAX_UNSENT_BYTES
+            ),
+            sockets_per_principal=_count(
+                env, "TURNSTONE_SOCKETS_PER_PRINCIPAL", DEFAULT_SOCKETS_PER_PRINCIPAL
+            ),
+            sockets_per_process=_count(env, "TURNSTONE_SOCKETS_PER_PROCESS", DEFAULT_SOCKETS_PER_PROCESS),
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
@@ -730,6 +743,14 @@ def _int(value: Any, name: str) -> int:
         return int(value)
     except (TypeError, ValueError) as exc:
         raise SettingsError(f"{name} must be a whole number, got {value!r}") from exc
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A whole number of at least 1 from `env[name]`, else `default`."""
+    value = _int(env.get(name, default), name)
+    if value < 1:
+        raise SettingsError(f"{name} must be 1 or more, got {value}")
+    return value
 
 
 def _float(value: Any) -> float:

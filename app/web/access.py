@@ -32,7 +32,7 @@ class Rule:
     in_view: bool = False  # the view authorizes itself through `authorize` (the websocket: in a frame)
 
 
-SOCKET_ENDPOINT = "__flask_sock.workstream_socket"  # flask-sock's blueprint, the view's name
+SOCKET_ENDPOINT = "sockets.workstream_socket"  # app/web/websocket.py
 PUBLIC = Rule(scope=None, public=True)
 SIGNED_IN = Rule(scope=None)  # any valid token, whatever its scopes
 
@@ -156,10 +156,15 @@ def authorize(rt: Runtime, rule: Rule, view_args: dict[str, Any], raw: str | Non
     if rule.scope is not None:
         require_scope(who, rule.scope)
     if rule.owned:
-        for name, value in view_args.items():
-            if name in OWNED_PARAMS:
-                OWNED_PARAMS[name](rt, who, value)
+        check_owned(rt, who, view_args)
     return who
+
+
+def check_owned(rt: Runtime, who: Principal, view_args: dict[str, Any]) -> None:
+    """A ServiceError (404) unless `who` may reach what each owned argument names."""
+    for name, value in view_args.items():
+        if name in OWNED_PARAMS:
+            OWNED_PARAMS[name](rt, who, value)
 
 
 def require_scope(who: Principal, scope: str) -> None:

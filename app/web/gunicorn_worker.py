@@ -1,6 +1,7 @@
 """Our gunicorn worker: gthread, with the errors gunicorn answers itself (a URL too long, a bad
-header) sent as JSON like every other error, a read timeout on request bodies, and the work a
-request leaves for after its response (`app/web/after_response.py`).
+header) sent as JSON like every other error, a read timeout on request bodies, the work a
+request leaves for after its response (`app/web/after_response.py`), and websockets handed to
+the process's hub once upgraded (`app/web/sockets/`), so that none holds a request thread.
 
 Run it with `gunicorn --worker-class app.web.gunicorn_worker.JsonThreadWorker 'app:create_app()'`.
 """
@@ -8,6 +9,7 @@ Run it with `gunicorn --worker-class app.web.gunicorn_worker.JsonThreadWorker 'a
 from __future__ import annotations
 
 import json
+import resource
 import ssl
 from typing import Any
 
@@ -16,6 +18,7 @@ from gunicorn.http import errors
 from gunicorn.workers.gthread import ThreadWorker
 
 from app.web import after_response
+from app.web.sockets import handover
 
 MAX_ERROR_DETAIL_CHARS = 200
 
@@ -70,14 +73,52 @@ class JsonThreadWorker(ThreadWorker):
 
         return REQUEST_READ_TIMEOUT_SECONDS
 
+    def init_process(self) -> None:
+        _allow_many_sockets()
+        super().init_process()
+
     def handle_request(self, req: Any, conn: Any) -> Any:
-        # A websocket lives on this socket for as long as it is open, quiet or not; what it is
-        # asked is done before it answers.
-        if _is_websocket(req):
-            return super().handle_request(req, conn)
+        if _is_websocket(req) and not isinstance(conn.sock, ssl.SSLSocket):
+            return self._upgrade(req, conn)
         conn.sock.settimeout(self.read_timeout)
         with after_response.collecting():  # once the response is out (a send's events)
             return super().handle_request(req, conn)
+
+    def _upgrade(self, req: Any, conn: Any) -> bool:
+        """The view authorizes and answers 101; the connection then leaves gunicorn for the hub
+        (`finish_request` lets it go without closing it)."""
+        conn.sock.settimeout(self.read_timeout)
+        with handover.slot() as slot:
+            keep = super().handle_request(req, conn)
+        if slot.opening is None:  # not upgraded (a 4xx): an ordinary response
+            return bool(keep)
+        conn.sock.settimeout(None)
+        conn.handed_over = True
+        from app.web.websocket import hub_of
+
+        hub_of(self.wsgi).adopt(conn.sock, slot.opening)
+        return False
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        if getattr(conn, "handed_over", False):
+            self.nr_conns -= 1  # the hub has it now: not closed here, and not counted
+            return
+        super().finish_request(conn, fs)
+
+    def handle_exit(self, sig: Any, frame: Any) -> None:
+        self._stop_sockets()
+        super().handle_exit(sig, frame)
+
+    def handle_quit(self, sig: Any, frame: Any) -> None:
+        self._stop_sockets()
+        super().handle_quit(sig, frame)
+
+    def _stop_sockets(self) -> None:
+        from app.web.websocket import HUB
+
+        hub = getattr(self.wsgi, "extensions", {}).get(HUB)
+        if hub is not None:
+            hub.stop()
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         status, reason = error_status(exc)
@@ -92,6 +133,14 @@ class JsonThreadWorker(ThreadWorker):
             util.write_nonblock(client, json_error(status, reason, detail))
         except OSError:
             self.log.debug("could not send the error response")
+
+
+def _allow_many_sockets() -> None:
+    """Each open websocket is a file descriptor: let this process open as many as the system
+    allows it (the soft limit up to the hard one)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _is_websocket(req: Any) -> bool:

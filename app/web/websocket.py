@@ -1,136 +1,93 @@
-"""The websocket relay: replay after a cursor, then live events; client commands in the other direction."""
+"""The websocket route: authorize an upgrade, answer 101 and hand the connection to this
+process's hub (app/web/sockets/); and the synchronous work the hub runs on its pool: reading
+the log after a cursor, a client's commands, a token checked again."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
-import time
 from typing import Any
 
-from flask import Flask, current_app, request
-from flask_sock import ConnectionClosed, Sock
-from wsproto.events import Ping, TextMessage
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from werkzeug.routing import WebsocketMismatch
 
 from app.engine import workstreams
 from app.engine.recovery import is_transient
 from app.errors import ServiceError, UnauthorizedError
 from app.events import EventType, event_time
-from app.metrics import recording
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS, SOCKET_REAUTH_SECONDS
+from app.users import tokens
 from app.users.principal import Principal
 from app.web import access, commands, faults
 from app.web.access import presented_token
-from app.web.fanout import RESYNC, STOP, LiveQueue
 from app.web.requests import BadRequestError, field, parse_object, path_id
+from app.web.sockets import handover
+from app.web.sockets.hub import Hub, Limits
 
 log = logging.getLogger(__name__)
 
-sock = Sock()
+sockets = Blueprint("sockets", __name__)
 
-REPLAY_RETRY_SECONDS = 0.5  # a relay's pause between reads of the log while Redis is unreachable
 MAX_EVENT_ID = 2**63  # event ids are Redis stream ids: a larger cursor cannot be asked of Redis
+HUB = "websocket_hub"  # the app's extension holding its Hub
+NOT_AN_UPGRADE = "this URL is a websocket: open it with a websocket upgrade (docs/events.md)"
 
 
-def init_app(app: Flask) -> None:
-    sock.init_app(app)
+def init_app(app: Flask, rt: Runtime) -> None:
+    settings = rt.settings
+    limits = Limits(
+        ping_seconds=settings.socket_ping_seconds,
+        reauth_seconds=SOCKET_REAUTH_SECONDS,
+        max_unsent=settings.socket_max_unsent_bytes,
+        max_message=settings.max_body_bytes,
+        per_principal=settings.sockets_per_principal,
+        per_process=settings.sockets_per_process,
+    )
+    app.extensions[HUB] = Hub(settings.redis_url, Work(rt), limits)
+    app.register_blueprint(sockets)
+    app.register_error_handler(WebsocketMismatch, lambda _exc: (jsonify({"error": NOT_AN_UPGRADE}), 400))
 
 
-@sock.route("/v1/ws/workstreams/<ws_id>")
-def workstream_socket(ws: Any, ws_id: str) -> None:
+@sockets.route("/v1/ws/workstreams/<ws_id>", websocket=True)
+def workstream_socket(ws_id: str) -> Any:
+    key = request.headers.get("Sec-WebSocket-Key")
+    upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
+    if not upgrade or not handover.is_valid_key(key):
+        return jsonify({"error": NOT_AN_UPGRADE}), 400
     rt: Runtime = current_app.extensions["runtime"]
-    fanout = current_app.extensions["fanout"]
     raw = presented_token() or ""
+    opening = handover.Opening(ws_id=ws_id, raw_token=raw, who=None, after=0)
     try:
         # Nothing else here reads the workstream: its owner is read afresh, so that one deleted
         # through another process is a 404, not a socket that never hears anything.
         rt.owners.forget([ws_id])
-        _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], path_id("workstream", ws_id))
-        after = _cursor(request.args.get("after"))
+        opening.who = _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], path_id("workstream", ws_id))
+        opening.after = _cursor(request.args.get("after"))
     except ServiceError as exc:
-        _refuse(ws, exc)
-        return
-    ws = _SerialSocket(ws)
-    live = fanout.subscribe(ws_id)
-    stop = threading.Event()
-    sender = threading.Thread(target=_relay, args=(ws, rt, ws_id, after, live, stop), daemon=True)
-    sender.start()
-    checked = pinged = time.monotonic()
-    ping_every = rt.settings.socket_ping_seconds
-    recording.websocket_opened()
-    try:
-        while not stop.is_set():
-            text = ws.receive(timeout=min(1.0, ping_every))
-            if text is not None:
-                _command(ws, rt, ws_id, raw, text)
-            # A token revoked or expired while the socket is open stops its events too.
-            if time.monotonic() - checked >= SOCKET_REAUTH_SECONDS and _still_authorized(rt, raw, ws_id):
-                checked = time.monotonic()
-            if time.monotonic() - pinged >= ping_every:
-                if not ws.ping():  # the last ping went unanswered: the peer is gone
-                    ws.close(reason=1008, message="Ping/Pong timeout")
-                    break
-                pinged = time.monotonic()
-    except ServiceError as exc:
-        _refuse(ws, exc)
-    except ConnectionClosed:
-        pass
-    finally:
-        recording.websocket_closed()
-        stop.set()
-        live.put({"type": STOP})
-        fanout.unsubscribe(ws_id, live)
-        sender.join(timeout=2)
+        opening.refused = exc  # told over the socket, as clients expect (docs/events.md)
+    if not handover.offer(opening):
+        return jsonify({"error": "websockets are served only by the service's web worker (Procfile)"}), 501
+    assert key is not None
+    return Response(
+        status=101,
+        headers={
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Accept": handover.accept_key(key),
+        },
+    )
+
+
+def hub_of(app: Flask) -> Hub:
+    hub: Hub = app.extensions[HUB]
+    return hub
 
 
 def _authorized(rt: Runtime, raw: str, rule: access.Rule, ws_id: str) -> Principal:
     who = access.authorize(rt, rule, {"ws_id": ws_id}, raw=raw)
     assert who is not None  # the socket's rule is not public
     return who
-
-
-def _refuse(ws: Any, exc: ServiceError) -> None:
-    with contextlib.suppress(ConnectionClosed, OSError):
-        ws.send(json.dumps({"type": EventType.ERROR, "status": exc.status, "message": exc.message}))
-        ws.close(reason=1008, message=exc.message[:100])
-
-
-class _SerialSocket:
-    """Two threads send on one socket (the relay and command replies), and pings go between
-    their frames: one whole frame at a time. The library's own `send` hands a frame to
-    `socket.send`, which may write only part of it when the client reads slowly; here every
-    frame is written whole (`sendall`), under one lock."""
-
-    def __init__(self, ws: Any) -> None:
-        self._ws = ws
-        self._lock = threading.Lock()
-        self._ws.pong_received = True  # no ping sent yet
-
-    def send(self, text: str) -> None:
-        self._write(TextMessage(data=text))
-
-    def ping(self) -> bool:
-        """Ping the client; False (and nothing sent) when it never answered the last ping."""
-        if not self._ws.pong_received:
-            return False
-        self._ws.pong_received = False  # the library's reader sets it again on the pong
-        self._write(Ping())
-        return True
-
-    def _write(self, event: Any) -> None:
-        with self._lock:
-            if not self._ws.connected:
-                raise ConnectionClosed(self._ws.close_reason, self._ws.close_message)
-            self._ws.sock.sendall(self._ws.ws.send(event))
-
-    def receive(self, timeout: float | None = None) -> Any:
-        return self._ws.receive(timeout=timeout)
-
-    def close(self, reason: int | None = None, message: str | None = None) -> None:
-        with contextlib.suppress(ConnectionClosed, OSError):
-            self._ws.close(reason=reason, message=message)
 
 
 def _cursor(value: str | None) -> int:
@@ -147,62 +104,68 @@ def _cursor(value: str | None) -> int:
     return cursor
 
 
-def _relay(ws: Any, rt: Runtime, ws_id: str, after: int, live: LiveQueue, stop: threading.Event) -> None:
-    def replay(cursor: int) -> int:
-        return _replay_when_redis_answers(ws, rt, ws_id, cursor, stop)
+class Work:
+    """What the hub runs off its loop, on its pool of threads."""
 
-    try:
-        last = replay(after)
-        while not stop.is_set():
-            event = live.get()
-            if event["type"] == STOP:
-                return
-            if event["type"] == RESYNC:
-                live.resume()  # live delivery back on before the log is read: nothing falls between
-                last = replay(last)
-            elif event["id"] == last + 1:
-                ws.send(json.dumps(event))
-                last = event["id"]
-            elif event["id"] > last:
-                # Ids of one epoch have no holes: a jump means live delivery missed events (or
-                # Redis began a new epoch). The log has them, or says the client must re-read.
-                last = replay(last)
-            # else: the replay already sent it
-    except (ConnectionClosed, OSError):
-        pass
-    except Exception:  # a relay that dies silently would starve its client: log, close, let it reconnect
-        log.exception("websocket relay for %s failed", ws_id)
-    finally:
-        stop.set()
-        ws.close()
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
 
-
-def _replay_when_redis_answers(ws: Any, rt: Runtime, ws_id: str, after: int, stop: threading.Event) -> int:
-    """`_send_replay`, read again every REPLAY_RETRY_SECONDS while Redis cannot be reached: an
-    outage is a pause, the socket stays open (its commands are answered 503) and its events
-    follow once Redis is back. `after` when the socket closes meanwhile."""
-    warned = False
-    while True:
+    def replay(self, ws_id: str, after: int) -> tuple[list[str], int, bool]:
+        """The frames the log holds after `after`, and the new cursor; (nothing, `after`, False)
+        while Redis cannot be reached (the socket stays open; the hub reads again shortly)."""
         try:
-            return _send_replay(ws, rt, ws_id, after)
+            return (*_replay_frames(self.rt, ws_id, after), True)
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            if not warned:
-                log.warning(
-                    "websocket relay for %s: Redis unreachable (%s); reading again", ws_id, type(exc).__name__
-                )
-                warned = True
-        if stop.wait(REPLAY_RETRY_SECONDS):
-            return after
+            log.warning(
+                "websocket relay for %s: Redis unreachable (%s); reading again", ws_id, type(exc).__name__
+            )
+            return [], after, False
+
+    def command(self, ws_id: str, raw: str, text: str | bytes) -> tuple[str, tuple[int, str] | None]:
+        """The reply to a client's message; and, when its token is no longer good, the status
+        and message it is refused with (the socket is closed after the reply)."""
+        return _command(self.rt, ws_id, raw, text)
+
+    def recheck(self, raw: str, ws_ids: set[str]) -> dict[str, tuple[int, str] | None]:
+        """For each workstream a token's sockets follow: None while it may still, else the
+        status and message it is refused with. A passing fault refuses nothing."""
+        rule = access.RULES[access.SOCKET_ENDPOINT]
+        try:
+            who = tokens.authenticate(self.rt, raw)
+            if rule.scope is not None:
+                access.require_scope(who, rule.scope)
+        except ServiceError as exc:
+            return dict.fromkeys(ws_ids, (exc.status, exc.message))
+        except Exception as exc:
+            return _passing(exc, ws_ids)
+        verdicts: dict[str, tuple[int, str] | None] = {}
+        for ws_id in ws_ids:
+            try:
+                access.check_owned(self.rt, who, {"ws_id": ws_id})
+                verdicts[ws_id] = None
+            except ServiceError as exc:
+                verdicts[ws_id] = (exc.status, exc.message)
+            except Exception as exc:
+                verdicts.update(_passing(exc, {ws_id}))
+        return verdicts
 
 
-def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
-    """Send what the log holds after `after`; the id of the last event sent (the new cursor)."""
+def _passing(exc: Exception, ws_ids: set[str]) -> dict[str, tuple[int, str] | None]:
+    if not is_transient(exc):
+        raise exc
+    log.warning("websockets: a token could not be checked again (%s)", type(exc).__name__)
+    return dict.fromkeys(ws_ids)
+
+
+def _replay_frames(rt: Runtime, ws_id: str, after: int) -> tuple[list[str], int]:
+    """What the log holds after `after` as frames, and the id of the last (the new cursor)."""
     events, truncated = rt.events.replay(ws_id, after)
+    frames: list[str] = []
     last = after
     if truncated:
-        ws.send(
+        frames.append(
             json.dumps(
                 {
                     "type": EventType.REPLAY_TRUNCATED,
@@ -216,17 +179,17 @@ def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
             )
         )
         # Go on from what the log holds; an empty log: from whatever it gets next (a counter read
-        # now could already include an event the live queue is about to deliver).
+        # now could already include an event the live channel is about to deliver).
         last = events[0]["id"] - 1 if events else 0
     for event in events:
         if event["id"] > last:
-            ws.send(json.dumps(event))
+            frames.append(json.dumps(event))
             last = event["id"]
     if truncated:
         # What the log lost may include the event that set the workstream's state (a turn that
         # ended before Redis lost its events): the stored state, so no client waits for it.
         state, turn_id = workstreams.state_now(rt, ws_id)
-        ws.send(
+        frames.append(
             json.dumps(
                 {
                     "type": EventType.STATE_CHANGE,
@@ -239,15 +202,15 @@ def _send_replay(ws: Any, rt: Runtime, ws_id: str, after: int) -> int:
                 }
             )
         )
-    return last
+    return frames, last
 
 
-def _command(ws: Any, rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> None:
+def _command(rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> tuple[str, tuple[int, str] | None]:
     """A client message: {"type": "send"|"approve"|"cancel", ...}; answered with a `reply`
     carrying the HTTP status and body the same call would have had. Bad input is a 4xx
     reply and the socket stays open; a token no longer valid closes it after the reply."""
     request_id = None
-    refused: ServiceError | None = None
+    refused: tuple[int, str] | None = None
     try:
         body = parse_object(text)
         request_id = _request_id(body)
@@ -259,7 +222,7 @@ def _command(ws: Any, rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> N
         try:  # the token again, each time: it may have been revoked since the socket opened
             who = _authorized(rt, raw, access.Rule(access.SOCKET_COMMANDS[kind], owned=True), ws_id)
         except UnauthorizedError as exc:
-            refused = exc
+            refused = (exc.status, exc.message)
             raise
         if kind == "send":
             status, result = commands.send(rt, ws_id, body)
@@ -271,22 +234,8 @@ def _command(ws: Any, rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> N
         status, result = exc.status, {"error": exc.message, **exc.details}
     except Exception as exc:  # answered as over HTTP (a 503 to retry, or a 500); the socket stays
         status, result = faults.answer(exc)
-    ws.send(json.dumps({"type": "reply", "request_id": request_id, "status": status, "body": result}))
-    if refused is not None:
-        raise refused
-
-
-def _still_authorized(rt: Runtime, raw: str, ws_id: str) -> bool:
-    """The socket's token checked again (a ServiceError when it is no longer good); False when
-    the check met a passing fault: the socket stays open and the check is made again shortly."""
-    try:
-        _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], ws_id)
-    except Exception as exc:
-        if not is_transient(exc):
-            raise
-        log.warning("websocket for %s: its token could not be checked again (%s)", ws_id, type(exc).__name__)
-        return False
-    return True
+    reply = json.dumps({"type": "reply", "request_id": request_id, "status": status, "body": result})
+    return reply, refused
 
 
 def _request_id(body: dict[str, Any]) -> str | int | None:

@@ -194,6 +194,8 @@ class Services:
             "TURNSTONE_WATCH_POLL_SECONDS": "1",  # beat's pass over due watches (15 s in production)
             "TURNSTONE_MODEL_RETRIES": "1",
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
+            # The whole suite is one operator, and its sockets add up: the caps have tests of their own.
+            "TURNSTONE_SOCKETS_PER_PRINCIPAL": "100000",
             "GATEWAY_PORT": str(self.gateway_port),
             "PYTHONUNBUFFERED": "1",
             "PROMETHEUS_MULTIPROC_DIR": str(self.metrics_dir),

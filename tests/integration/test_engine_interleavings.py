@@ -623,6 +623,7 @@ def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading
         ["UPDATE turns"],  # the claim
         # under the fence: the workstream and the step's calls read, the one call started
         ["UPDATE turns", "SELECT", "SELECT", "UPDATE tool_calls"],
+        ["UPDATE tool_calls"],  # its command started: its process group (calls.note_process)
         [  # the batch's end; its calls read no file, so the workstream is not read again
             "UPDATE turns",  # the fence
             "UPDATE tool_calls",  # the call's result
@@ -984,7 +985,9 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
         lambda _c, _cur, sql, *_a: batch_reads.append(sql) if "FROM tool_calls" in sql else None,
     )
     tool_batch.run(rt, turn.id, 0)
-    assert writes.count == 3  # the claim, the call marked running, its result with the batch's end
+    # the claim, the call marked running, its command's process group once it started
+    # (calls.note_process), its result with the batch's end
+    assert writes.count == 4
     assert len(batch_reads) == 2  # the batch read to run it, and once more to end it
     events, _ = rt.events.replay(ws.id, 0)
     said = [(e["type"], e.get("output", e.get("state"))) for e in events]
@@ -1050,12 +1053,14 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     chain.run(rt, MODEL_STEP_TASK, turn.id, 0)
     # the first step's claim, its answer with the batch's claim and its one call stored
     # running, the result with the next step's claim, the answer with the turn's end: no
-    # claim of their own, and the batch writes nothing before it runs the call
-    assert writes.count == 4
+    # claim of their own, and the batch writes nothing before it runs the call (but its
+    # command's process group, once it has started: calls.note_process)
+    assert writes.count == 5
+    assert asked.committed()[2] == ["UPDATE tool_calls"]
     # The batch's end (app/engine/batch_end.py): on PostgreSQL one statement that commits by
     # itself; on SQLite the turn handed on under its fence first, with no fence check of its own.
     batch_end = ["UPDATE turns", "UPDATE tool_calls", "INSERT messages", "UPDATE workstreams"]
-    assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else batch_end)
+    assert asked.committed()[3] == (["WITH"] if rt.db.is_postgresql else batch_end)
     # So is the answer with its one call, which needs nobody (app/engine/one_call.py).
     stored = ["UPDATE turns", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls"]
     assert asked.committed()[1] == (["WITH"] if rt.db.is_postgresql else stored)

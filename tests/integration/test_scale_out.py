@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
+from app.engine import interruptions
 from app.storage.database import make_engine
 from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
@@ -119,7 +120,7 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_it(cluster, model, 
         end = sock.wait_turn_end(turn_id, timeout=90)
         assert end["state"] == "idle"
         result = sock.of_type("tool_result")[-1]
-        assert result["is_error"] and "outcome is unknown" in result["output"]
+        assert result["is_error"] and result["output"] == interruptions.STOPPED_WITH_WORKER
     finally:
         sock.close()
     assert (tmp_path / "runs").read_text().count("run\n") == 1  # never run twice

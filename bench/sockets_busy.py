@@ -1,0 +1,186 @@
+"""Busy websockets: many followers of many workstreams whose commands print fast. Does every event
+reach every follower, in order, soon, and what does the web tier spend on it?
+
+Run: python -m bench.sockets_busy [--sockets 500] [--workstreams 50] [--seconds 10]
+     [--lines-per-second 1000] [--backend sqlite|postgresql]
+
+The web node is the Procfile's web line (2 gunicorn workers, 64 threads). What the workers would
+publish for a bash command printing `--lines-per-second` lines a second is published by two
+publisher processes through the service's own event log (`app.events.EventLog`, the Lua script
+a worker uses): a worker coalesces a command's output into at most one `tool_output_chunk` every
+STREAM_FLUSH_SECONDS (25 ms), so each workstream gets 40 events a second of 25 lines each. The
+tier measured is the web node, so no model and no command runs. Each of `--sockets` clients
+follows one workstream (sockets spread evenly) and checks the ids it gets: every published id,
+in order, none twice. Lag: the client's clock at arrival minus the event's `ts` (one machine).
+Goals (issue 37): none lost, all in order, p95 lag under 100 ms, the web node under one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+import websockets
+
+from app.events import EventLog
+from app.settings import STREAM_FLUSH_SECONDS
+from bench.harness import running_service
+from bench.sockets_idle import web_pids
+from tests.integration.services import API_TOKEN, free_port
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CLIENT_PROCESSES = 2
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / CLOCK_TICKS
+
+
+def publish(
+    redis_url: str, ws_ids: list[str], seconds: float, lines: int, out: multiprocessing.Queue
+) -> None:
+    """Publish one chunk per workstream every STREAM_FLUSH_SECONDS for `seconds`; put the ids."""
+    log = EventLog(redis.Redis.from_url(redis_url), maxlen=10_000)
+    ids: dict[str, list[int]] = {ws_id: [] for ws_id in ws_ids}
+    per_chunk = max(1, round(lines * STREAM_FLUSH_SECONDS))
+    n = 0
+    began = time.monotonic()
+    tick = began
+    while time.monotonic() - began < seconds:
+        text = "".join(f"line {n + k} of the command's output\n" for k in range(per_chunk))
+        n += per_chunk
+        for ws_id in ws_ids:
+            event_id = log.publish(ws_id, "tool_output_chunk", call_id="c", text=text)
+            ids[ws_id].append(event_id)
+        tick += STREAM_FLUSH_SECONDS
+        time.sleep(max(0.0, tick - time.monotonic()))
+    out.put(ids)
+
+
+async def follow(url: str, seen: list[int], lags: list[float], stop: asyncio.Event) -> None:
+    async with websockets.connect(url, open_timeout=60, max_size=None) as conn:
+        while not stop.is_set():
+            try:
+                text = await asyncio.wait_for(conn.recv(), 0.5)
+            except TimeoutError:
+                continue
+            arrived = time.time()
+            event = json.loads(text)
+            if event.get("id") is not None:
+                seen.append(event["id"])
+                lags.append(arrived - event["ts"])
+
+
+def clients(index: int, urls: list[str], ready: Any, go_home: Any, out: multiprocessing.Queue) -> None:
+    """Client process `index`: follow each of `urls` until `go_home` is set; put what each saw."""
+
+    async def run() -> list[tuple[list[int], list[float]]]:
+        stop = asyncio.Event()
+        seen: list[list[int]] = [[] for _ in urls]
+        lags: list[list[float]] = [[] for _ in urls]
+        tasks = [asyncio.create_task(follow(url, seen[n], lags[n], stop)) for n, url in enumerate(urls)]
+        await asyncio.sleep(2)
+        ready.set()
+        await asyncio.get_running_loop().run_in_executor(None, go_home.wait)
+        stop.set()
+        await asyncio.gather(*tasks)
+        return list(zip(seen, lags, strict=True))
+
+    out.put((index, asyncio.run(run())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sockets", type=int, default=500)
+    parser.add_argument("--workstreams", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--lines-per-second", type=int, default=1000)
+    parser.add_argument("--backend", default="sqlite")
+    args = parser.parse_args()
+    env = {"TURNSTONE_SOCKETS_PER_PRINCIPAL": str(args.sockets * 2)}
+    with running_service(args.backend) as (svc, api, _model):
+        ws_ids = [api.create_workstream() for _ in range(args.workstreams)]
+        base_url = svc.start_web(name="web-node", port=free_port(), workers=2, threads=64, env=env)
+        pids = web_pids(svc.processes["web-node"].pid)
+        base = base_url.replace("http://", "ws://")
+        follows = [ws_ids[n % len(ws_ids)] for n in range(args.sockets)]
+        seen: list[list[int]] = [[] for _ in follows]
+        lags: list[list[float]] = [[] for _ in follows]
+        # Clients in processes of their own: one process parsing every frame would be the bottleneck.
+
+        urls = [f"{base}/v1/ws/workstreams/{ws_id}?token={API_TOKEN}" for ws_id in follows]
+        shares = [list(range(n, len(urls), CLIENT_PROCESSES)) for n in range(CLIENT_PROCESSES)]
+        got: multiprocessing.Queue = multiprocessing.Queue()
+        readies = [multiprocessing.Event() for _ in shares]
+        go_home = multiprocessing.Event()
+        followers = [
+            multiprocessing.Process(
+                target=clients, args=(i, [urls[n] for n in share], readies[i], go_home, got)
+            )
+            for i, share in enumerate(shares)
+        ]
+        for p in followers:
+            p.start()
+        for ready in readies:
+            ready.wait(120)
+        out: multiprocessing.Queue = multiprocessing.Queue()
+        halves = [ws_ids[: len(ws_ids) // 2], ws_ids[len(ws_ids) // 2 :]]
+        publishers = [
+            multiprocessing.Process(
+                target=publish, args=(svc.redis_url, half, args.seconds, args.lines_per_second, out)
+            )
+            for half in halves
+        ]
+        cpu_before, began = cpu_seconds(pids), time.monotonic()
+        for p in publishers:
+            p.start()
+        published: dict[str, list[int]] = {}
+        for _ in publishers:
+            published.update(out.get())
+        time.sleep(2)  # the last events on their way
+        window = time.monotonic() - began
+        cores = (cpu_seconds(pids) - cpu_before) / window
+        go_home.set()
+        for _ in followers:
+            index, result = got.get()
+            for n, (ids, lag) in zip(shares[index], result, strict=True):
+                seen[n], lags[n] = ids, lag
+        for p in [*followers, *publishers]:
+            p.join()
+    exact = sum(1 for n, ws_id in enumerate(follows) if seen[n] == published[ws_id])
+    missing = sum(len(set(published[ws_id]) - set(seen[n])) for n, ws_id in enumerate(follows))
+    out_of_order = sum(1 for s in seen if s != sorted(s) or len(s) != len(set(s)))
+    all_lags = sorted(lag for per in lags for lag in per)
+    delivered = len(all_lags)
+    p50 = all_lags[len(all_lags) // 2] * 1000
+    p95 = all_lags[min(len(all_lags) - 1, round(0.95 * (len(all_lags) - 1)))] * 1000
+    events = sum(len(ids) for ids in published.values())
+    print(
+        f"web node: 2 workers x 64 threads ({args.backend}); {args.sockets} sockets on "
+        f"{args.workstreams} workstreams, {args.lines_per_second} lines/s each for {args.seconds:.0f} s"
+    )
+    print(
+        f"published                       {events} events ({events / args.seconds:.0f}/s); "
+        f"delivered {delivered} frames ({delivered / args.seconds:.0f}/s)"
+    )
+    print(
+        f"sockets with every event, once, in order   {exact} of {args.sockets} "
+        f"(missing events {missing}; sockets out of order or repeated {out_of_order})"
+    )
+    print(f"delivery lag                    p50 {p50:6.1f} ms   p95 {p95:6.1f} ms (goal p95 under 100)")
+    print(f"web node CPU                    {cores:.2f} cores over {window:.1f} s (goal under 1)")
+
+
+if __name__ == "__main__":
+    main()
