@@ -221,6 +221,8 @@ class AsyncEventStream:
         self._conn: ClientConnection | None = None
         self._closed = False
         self._dropped_at: float | None = None
+        self._backoff = protocol.Backoff()
+        self._pause = 0.0
 
     @property
     def last_event_id(self) -> int:
@@ -257,7 +259,8 @@ class AsyncEventStream:
                 text = await asyncio.wait_for(conn.recv(), left)
             except builtins.TimeoutError:
                 raise TimeoutError(f"no event within {timeout} s") from None
-            except (ConnectionClosed, OSError):
+            except (ConnectionClosed, OSError) as exc:
+                self._pause = self._backoff.dropped(protocol.close_code(exc))
                 await self._drop()
                 continue
             try:
@@ -266,6 +269,7 @@ class AsyncEventStream:
                 await self.aclose()
                 raise
             if event is not None:
+                self._backoff.brought()
                 return event
 
     async def _drop(self) -> None:
@@ -277,6 +281,10 @@ class AsyncEventStream:
 
     async def _connect(self, deadline: float | None) -> ClientConnection:
         attempt = 0
+        if self._pause:  # refused at a cap, or dropping before any event: not at once
+            pause, self._pause = self._pause, 0.0
+            left = pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic()))
+            await asyncio.sleep(left)
         while True:
             url = protocol.socket_url(self.base_url, self.ws_id, self.cursor.last)
             try:

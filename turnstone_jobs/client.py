@@ -237,6 +237,8 @@ class EventStream:
         self._conn: ClientConnection | None = None
         self._closed = False
         self._dropped_at: float | None = None
+        self._backoff = protocol.Backoff()
+        self._pause = 0.0
 
     @property
     def last_event_id(self) -> int:
@@ -275,7 +277,8 @@ class EventStream:
                 text = conn.recv(timeout=left)
             except builtins.TimeoutError:
                 raise TimeoutError(f"no event within {timeout} s") from None
-            except (ConnectionClosed, OSError):
+            except (ConnectionClosed, OSError) as exc:
+                self._pause = self._backoff.dropped(protocol.close_code(exc))
                 self._drop()
                 continue
             try:
@@ -284,6 +287,7 @@ class EventStream:
                 self.close()
                 raise
             if event is not None:
+                self._backoff.brought()
                 return event
 
     def _drop(self) -> None:
@@ -295,6 +299,10 @@ class EventStream:
 
     def _connect(self, deadline: float | None) -> ClientConnection:
         attempt = 0
+        if self._pause:  # refused at a cap, or dropping before any event: not at once
+            pause, self._pause = self._pause, 0.0
+            left = pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic()))
+            time.sleep(left)
         while True:
             url = protocol.socket_url(self.base_url, self.ws_id, self.cursor.last)
             try:

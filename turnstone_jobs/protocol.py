@@ -15,6 +15,9 @@ API = "/v1/api"
 END_STATES = ("idle", "error")
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # one event (a long tool result) may be far above websockets' 1 MiB
 RECONNECT_DELAYS = (0.1, 0.25, 0.5, 1.0, 2.0)  # then 2 s apart, until reconnect_timeout
+BUSY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0)  # after a socket refused at a cap: then 15 s apart
+TRY_LATER = 1013  # the close code of a socket refused at a cap on open sockets (docs/events.md)
+BUSY = 429  # the status of the `error` event sent before that close
 
 
 def refresh_body(server: str | None, reconnect: bool) -> dict[str, Any]:
@@ -90,6 +93,8 @@ class Cursor:
         sent before the socket closes) raises the ApiError it stands for."""
         if data.get("type") == "error" and "status" in data and data.get("id") is None:
             status = data.get("status")
+            if status == BUSY:
+                return None  # a cap on open sockets: the close follows, and the stream tries later
             raise api_error(status if isinstance(status, int) else 400, data)
         event = Event.from_json(data)
         if event.id is not None:
@@ -175,3 +180,34 @@ class TurnTracker:
         answer = self.steps[max(self.steps)] if self.steps else ""
         state = "cancelled" if self.cancelled else (self.state or "idle")
         return TurnResult(self.turn_id, state, answer, list(self.results), self.error)
+
+
+class Backoff:
+    """How long a stream waits before opening its dropped socket again: not at all after a
+    socket that brought events (a restart, a blip), growing pauses while sockets are refused at
+    a cap (closed `TRY_LATER`) or drop before bringing anything."""
+
+    def __init__(self) -> None:
+        self._attempt = 0
+        self._fruitful = False
+
+    def brought(self) -> None:
+        """An event arrived on the current socket."""
+        self._fruitful = True
+
+    def dropped(self, close_code: int | None) -> float:
+        """The pause before the next connect, for a socket that ended with `close_code`."""
+        if close_code != TRY_LATER and self._fruitful:
+            self._fruitful, self._attempt = False, 0
+            return 0.0
+        delays = BUSY_DELAYS if close_code == TRY_LATER else RECONNECT_DELAYS
+        self._fruitful = False
+        delay = delays[min(self._attempt, len(delays) - 1)]
+        self._attempt += 1
+        return delay
+
+
+def close_code(exc: BaseException) -> int | None:
+    """The close code the server sent, for a websockets ConnectionClosed; else None."""
+    received = getattr(exc, "rcvd", None)
+    return getattr(received, "code", None)

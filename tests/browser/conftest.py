@@ -80,12 +80,17 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Page]]:
-    """open_page(ws_id=None, viewport=DESKTOP, sign_in=True, color_scheme="light") -> a page on `/`."""
+    """open_page(ws_id=None, viewport=DESKTOP, sign_in=True, color_scheme="light", base_url=None)
+    -> a page on `/` (of the service's web process, or of the one at `base_url`)."""
     contexts = []
     errors: list[str] = []
 
     def _open(
-        ws_id: str | None = None, viewport: dict = DESKTOP, sign_in: bool = True, color_scheme: str = "light"
+        ws_id: str | None = None,
+        viewport: dict = DESKTOP,
+        sign_in: bool = True,
+        color_scheme: str = "light",
+        base_url: str | None = None,
     ) -> Page:
         context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
         contexts.append(context)
@@ -96,7 +101,7 @@ def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Pa
             )
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(services.base_url + "/" + (f"#ws={ws_id}" if ws_id else ""))
+        page.goto((base_url or services.base_url) + "/" + (f"#ws={ws_id}" if ws_id else ""))
         if sign_in:
             expect(page.locator("#app")).to_be_visible()
         return page

@@ -84,3 +84,36 @@ def test_replay_truncated_rebuilds_from_the_history(open_page, api, model, servi
     users, answers = transcript_texts(page)
     assert users == ["remember this", "more"]
     assert answers == ["Kept in the database.", "And this is new."]
+
+
+def test_a_page_refused_at_a_socket_cap_waits_and_connects_once_a_place_frees(
+    open_page, api, services, model
+):
+    """The operator may hold one socket on this web process: the page's socket is refused (429,
+    close 1013), and the page neither gives up nor hammers; once the other socket closes it
+    connects and shows the workstream's events."""
+    from tests.integration.client import EventSocket
+    from tests.integration.services import API_TOKEN, free_port
+
+    base_url = services.start_web(
+        name="web-capped", port=free_port(), env={"TURNSTONE_SOCKETS_PER_PRINCIPAL": "1"}
+    )
+    try:
+        ws_id = api.create_workstream(name="capped")
+        model.enqueue(Reply(text="The first answer."))
+        api.send(ws_id, "first")
+        held = EventSocket(base_url, API_TOKEN, ws_id)
+        held.wait_type("content")  # the one place is taken
+        page = open_page(ws_id, base_url=base_url)
+        expect(answer(page)).to_have_text("The first answer.")  # the history, over HTTP
+        model.enqueue(Reply(text="The second answer."))
+        api.send(ws_id, "second")
+        held.wait_type("state_change")
+        page.wait_for_timeout(2500)  # refused (and waiting to try again) meanwhile
+        expect(page.locator("#conn")).not_to_have_attribute("data-conn", "live")
+        expect(answer(page)).to_have_count(1)
+        held.close()
+        expect(answer(page).last).to_have_text("The second answer.", timeout=30_000)
+        expect(page.locator("#conn")).to_have_attribute("data-conn", "live")
+    finally:
+        services.kill("web-capped")

@@ -157,6 +157,53 @@ def test_a_refused_socket_raises_instead_of_reconnecting() -> None:
     flaky.server.shutdown()
 
 
+class _CappedSocketServer:
+    """Refuses its first `refusals` sockets as the service does at a cap on open sockets (an
+    `error` with status 429, then close code 1013), then serves ids 1..3; notes when each came."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.arrivals: list[float] = []
+        self.server = serve(self._serve, "127.0.0.1", 0)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.socket.getsockname()[1]}"
+
+    def _serve(self, conn: ServerConnection) -> None:
+        self.arrivals.append(time.monotonic())
+        if len(self.arrivals) <= self.refusals:
+            conn.send(json.dumps({"type": "error", "status": 429, "message": "too many open sockets"}))
+            conn.close(1013, "too many open sockets")
+            return
+        for n in range(1, 4):
+            conn.send(json.dumps({"type": "content", "id": n, "turn_id": "t", "step": 0, "text": f"{n} "}))
+        conn.wait_closed()
+
+
+def test_a_socket_refused_at_a_cap_is_tried_again_later_not_at_once() -> None:
+    capped = _CappedSocketServer(refusals=1)
+    with Client(capped.url, "tok") as client, client.events("ws1") as stream:
+        assert [stream.next(timeout=10).id for _ in range(3)] == [1, 2, 3]
+    [first, second] = capped.arrivals
+    assert second - first >= 0.9  # the first of the busy pauses, not the reconnect's 0.1 s
+    capped.server.shutdown()
+
+
+def test_the_async_event_stream_also_waits_after_a_refusal_at_a_cap() -> None:
+    capped = _CappedSocketServer(refusals=1)
+
+    async def follow() -> list[int]:
+        async with AsyncClient(capped.url, "tok") as client, client.events("ws1") as stream:
+            return [(await stream.next(timeout=10)).id for _ in range(3)]
+
+    assert asyncio.run(follow()) == [1, 2, 3]
+    [first, second] = capped.arrivals
+    assert second - first >= 0.9
+    capped.server.shutdown()
+
+
 class _DyingFront:
     """A listener that closes its first `drops` connections as soon as it accepts them, as a
     web process does when it dies between accepting a socket and answering its handshake;

@@ -3,6 +3,10 @@
 
 const BACKOFF_MS = [250, 500, 1000, 2000, 4000];
 const BACKOFF_MAX_MS = 5000;
+// Closed at a cap on open sockets (code 1013, after an `error` with status 429): wait longer.
+const TRY_LATER = 1013;
+const BUSY = 429;
+const BUSY_MS = [1000, 2000, 4000, 8000, 15000];
 
 export class EventStream {
   // onEvent(event) is called for every frame but `reply`; it returns nothing.
@@ -25,11 +29,10 @@ export class EventStream {
     this.sock = sock;
     sock.onopen = () => {
       if (sock !== this.sock) return;
-      this.attempt = 0;
       this.onStatus("live");
     };
     sock.onmessage = (msg) => this.frame(sock, msg.data);
-    sock.onclose = () => this.dropped(sock);
+    sock.onclose = (closing) => this.dropped(sock, closing.code);
   }
 
   frame(sock, data) {
@@ -41,21 +44,24 @@ export class EventStream {
       return;
     }
     if (event.type === "reply") return;
+    if (event.type === "error" && event.status === BUSY) return; // the close follows: try later
     if (event.type === "error" && event.status) {
       // Refused at connect (401 bad token, 404 no such workstream): retrying will not help.
       this.close();
       this.onFatal(event);
       return;
     }
+    this.attempt = 0; // a socket that brings events is a good one: the next drop retries soon
     this.onEvent(event);
   }
 
-  dropped(sock) {
+  dropped(sock, code) {
     if (sock !== this.sock || this.closed) return;
     this.sock = null;
     this.onStatus("offline");
-    const base = BACKOFF_MS[Math.min(this.attempt, BACKOFF_MS.length - 1)];
-    const delay = Math.min(BACKOFF_MAX_MS, base * (0.8 + Math.random() * 0.4));
+    const steps = code === TRY_LATER ? BUSY_MS : BACKOFF_MS;
+    const base = steps[Math.min(this.attempt, steps.length - 1)];
+    const delay = Math.min(code === TRY_LATER ? BUSY_MS.at(-1) : BACKOFF_MAX_MS, base * (0.8 + Math.random() * 0.4));
     this.attempt += 1;
     this.timer = setTimeout(() => this.open(), delay);
   }
