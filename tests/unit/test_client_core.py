@@ -109,19 +109,29 @@ def test_a_lone_surrogate_travels_escaped_for_the_service_to_refuse(client: Clie
     assert http_server.bodies[-1] == b'{"message": "\\ud800"}'
 
 
-class _FlakySocketServer:
-    """Serves ids 1..`last` after the client's `after`, dropping the first connection after
-    three events and repeating one event on the second, as a careless relay might."""
+class _SocketServer:
+    """A websocket server on a free port of loopback, serving each connection with `_serve`."""
 
-    def __init__(self, last: int = 8) -> None:
-        self.last = last
-        self.afters: list[int] = []
+    def __init__(self) -> None:
         self.server = serve(self._serve, "127.0.0.1", 0)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.socket.getsockname()[1]}"
+
+    def _serve(self, conn: ServerConnection) -> None:
+        raise NotImplementedError
+
+
+class _FlakySocketServer(_SocketServer):
+    """Serves ids 1..`last` after the client's `after`, dropping the first connection after
+    three events and repeating one event on the second, as a careless relay might."""
+
+    def __init__(self, last: int = 8) -> None:
+        self.last = last
+        self.afters: list[int] = []
+        super().__init__()
 
     def _serve(self, conn: ServerConnection) -> None:
         assert conn.request is not None
@@ -157,19 +167,14 @@ def test_a_refused_socket_raises_instead_of_reconnecting() -> None:
     flaky.server.shutdown()
 
 
-class _CappedSocketServer:
+class _CappedSocketServer(_SocketServer):
     """Refuses its first `refusals` sockets as the service does at a cap on open sockets (an
     `error` with status 429, then close code 1013), then serves ids 1..3; notes when each came."""
 
     def __init__(self, refusals: int) -> None:
         self.refusals = refusals
         self.arrivals: list[float] = []
-        self.server = serve(self._serve, "127.0.0.1", 0)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.socket.getsockname()[1]}"
+        super().__init__()
 
     def _serve(self, conn: ServerConnection) -> None:
         self.arrivals.append(time.monotonic())

@@ -52,6 +52,9 @@ class Work(Protocol):
 
 @dataclass(eq=False)
 class Socket:
+    """One open socket as the hub keeps it: who opened it, its connection and relay (once it
+    follows), its place in the per-user cap, when it is next pinged."""
+
     opening: Opening
     conn: Connection
     follower: Follower | None = None
