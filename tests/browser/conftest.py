@@ -80,8 +80,9 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Page]]:
-    """open_page(ws_id=None, viewport=DESKTOP, sign_in=True, color_scheme="light", base_url=None)
-    -> a page on `/` (of the service's web process, or of the one at `base_url`)."""
+    """open_page(ws_id=None, viewport=DESKTOP, sign_in=True, color_scheme="light", base_url=None,
+    token=API_TOKEN) -> a page on `/` (of the service's web process, or of the one at `base_url`),
+    signed in with `token`."""
     contexts = []
     errors: list[str] = []
 
@@ -91,13 +92,14 @@ def open_page(browser: Browser, services: Services) -> Iterator[Callable[..., Pa
         sign_in: bool = True,
         color_scheme: str = "light",
         base_url: str | None = None,
+        token: str = API_TOKEN,
     ) -> Page:
         context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
         contexts.append(context)
         if sign_in:  # as if the token form had been filled once in this tab
             # the top page only: a sandboxed preview frame has no storage to write
             context.add_init_script(
-                f"if (window.top === window) sessionStorage.setItem('turnstone.token', {API_TOKEN!r})"
+                f"if (window.top === window) sessionStorage.setItem('turnstone.token', {token!r})"
             )
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))

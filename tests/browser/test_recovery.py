@@ -86,25 +86,26 @@ def test_replay_truncated_rebuilds_from_the_history(open_page, api, model, servi
     assert answers == ["Kept in the database.", "And this is new."]
 
 
-def test_a_page_refused_at_a_socket_cap_waits_and_connects_once_a_place_frees(
-    open_page, api, services, model
-):
-    """The operator may hold one socket on this web process: the page's socket is refused (429,
-    close 1013), and the page neither gives up nor hammers; once the other socket closes it
-    connects and shows the workstream's events."""
+def test_a_page_refused_at_a_socket_cap_waits_and_connects_once_a_place_frees(open_page, services, model):
+    """A user may hold one socket here: the page's socket is refused (429, close 1013), and the
+    page neither gives up nor hammers; once the other socket closes it connects and shows the
+    workstream's events."""
     from tests.integration.client import EventSocket
-    from tests.integration.services import API_TOKEN, free_port
+    from tests.integration.people import People
+    from tests.integration.services import free_port
 
-    base_url = services.start_web(
-        name="web-capped", port=free_port(), env={"TURNSTONE_SOCKETS_PER_PRINCIPAL": "1"}
-    )
+    env = {"TURNSTONE_SOCKETS_PER_PRINCIPAL": "1"}
+    base_url = services.start_web(name="web-capped", port=free_port(), env=env)
     try:
+        person = People(services).user("capped")  # the operator's sockets add up across tests
+        token = person.tokens["all"]
+        api = person.api(services)
         ws_id = api.create_workstream(name="capped")
         model.enqueue(Reply(text="The first answer."))
         api.send(ws_id, "first")
-        held = EventSocket(base_url, API_TOKEN, ws_id)
+        held = EventSocket(base_url, token, ws_id)
         held.wait_type("content")  # the one place is taken
-        page = open_page(ws_id, base_url=base_url)
+        page = open_page(ws_id, base_url=base_url, token=token)
         expect(answer(page)).to_have_text("The first answer.")  # the history, over HTTP
         model.enqueue(Reply(text="The second answer."))
         api.send(ws_id, "second")

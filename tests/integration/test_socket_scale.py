@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import socket
 import struct
 import time
@@ -45,7 +46,8 @@ def extra_web(services: Services) -> Iterator[Any]:
 
     yield _start
     for name in started:
-        services.kill(name)
+        if name in services.processes:  # not stopped by the test itself
+            services.kill(name)
 
 
 def event_log(services: Services) -> EventLog:
@@ -202,6 +204,25 @@ def test_a_web_process_at_its_cap_refuses_more_sockets_with_a_reason(services, a
     assert (error["status"], code) == (429, 1013) and "this web process" in error["message"]
     for sock in held:
         sock.close()
+
+
+def test_a_web_process_stopping_tells_its_sockets_to_reconnect_and_frees_their_places(
+    services, api, extra_web
+):
+    base_url = extra_web()
+    person = People(services).user("stopping")
+    ws_id = seeded(services, person.api(services).create_workstream())
+    conn = websocket.create_connection(socket_url(base_url, ws_id, person.tokens["all"]), timeout=10)
+    assert json.loads(conn.recv())["text"] == "seed"
+    assert services.redis.zcard(keys.sockets_of(person.user_id)) == 1
+    name = next(name for name in services.processes if name.startswith("web-scale-"))
+    os.killpg(services.processes[name].pid, signal.SIGTERM)  # a deploy: gunicorn stops gracefully
+    _frames, code = frames_until_closed(conn, timeout=10)
+    assert code == 1001  # going away: reconnect with after
+    assert wait_until(
+        lambda: services.redis.zcard(keys.sockets_of(person.user_id)) == 0, 3
+    )  # not left to lapse
+    services.processes.pop(name).wait(timeout=30)
 
 
 # -- subscriptions on demand ------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class Hub:
         self._lock = threading.Lock()
         self.subscriptions: Subscriptions | None = None
         self.caps: Caps | None = None
+        self._stopping = False
 
     # -- from other threads -----------------------------------------------------------------
 
@@ -187,7 +188,7 @@ class Hub:
                     del self._following[held.opening.ws_id]
             assert self.subscriptions is not None
             self.subscriptions.leave(held.opening.ws_id)
-        if held.ticket is not None:
+        if held.ticket is not None and not self._stopping:
             assert self.caps is not None
             asyncio.get_running_loop().create_task(self.caps.give_back(held.ticket))
 
@@ -262,9 +263,12 @@ class Hub:
                     self._refuse(held.conn, refused[0], refused[1], POLICY)
 
     async def _close_all(self) -> None:
+        self._stopping = True  # each socket's place in its user's cap is given back here, now
+        tickets = [held.ticket for held in self._sockets if held.ticket is not None]
         for held in list(self._sockets):
             held.conn.close(GOING_AWAY, "server restarting: reconnect with after")
-        await asyncio.sleep(0)  # let the close frames be written
+        if self.caps is not None:
+            await asyncio.gather(*(self.caps.give_back(ticket) for ticket in tickets))
         if self.subscriptions is not None:
             await self.subscriptions.stop()
 
