@@ -16,6 +16,7 @@ import redis
 from app.events import EventLog
 from app.settings import Settings
 from app.web.sockets import follower as follower_module
+from app.web.sockets.connection import text_frame
 from app.web.sockets.follower import Follower
 from app.web.websocket import Work
 from tests.integration.redis_faults import RedisProxy
@@ -34,6 +35,11 @@ class RecordingConnection:
 
     def send_text(self, text: str) -> None:
         self.frames.append(json.loads(text))
+
+    def send_frame(self, frame: bytes) -> None:  # a server's text frame: a header, then the text
+        size = frame[1] & 0x7F
+        start = 2 if size < 126 else 4 if size == 126 else 10
+        self.send_text(frame[start:].decode())
 
     def close(self, code: int = 1000, reason: str = "") -> None:
         self.closed = True
@@ -82,9 +88,9 @@ def test_a_live_event_that_skips_ids_makes_the_relay_read_what_it_skipped(db):
         later = [log.publish("ws", "content", text=str(n)) for n in range(2, 4)]
         # Live delivery lost the third event on its way: only the fourth arrives.
         fourth = log.replay("ws", later[0])[0][0]
-        relay.deliver(fourth, json.dumps(fourth))
+        relay.deliver(fourth, text_frame(json.dumps(fourth)))
         await settled(relay)
-        relay.deliver(fourth, json.dumps(fourth))  # and again: already sent, so dropped
+        relay.deliver(fourth, text_frame(json.dumps(fourth)))  # and again: already sent, so dropped
         return later
 
     later = asyncio.run(run())
@@ -103,11 +109,11 @@ def test_live_events_that_arrive_while_the_log_is_read_are_sent_once_in_order(db
         for n in range(3, 5):
             ids.append(log.publish("ws", "content", text=str(n)))
             event = log.replay("ws", ids[-2])[0][0]
-            relay.deliver(event, json.dumps(event))
+            relay.deliver(event, text_frame(json.dumps(event)))
         await settled(relay)
         ids.append(log.publish("ws", "content", text="5"))
         event = log.replay("ws", ids[-2])[0][0]
-        relay.deliver(event, json.dumps(event))
+        relay.deliver(event, text_frame(json.dumps(event)))
 
     asyncio.run(run())
     assert conn.ids() == ids

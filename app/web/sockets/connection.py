@@ -91,6 +91,15 @@ class Connection(asyncio.Protocol):
     def send_text(self, text: str) -> None:
         self._send(TextMessage(data=text))
 
+    def send_frame(self, frame: bytes) -> None:
+        """A whole text frame made by `text_frame` (once, for every socket that gets it)."""
+        if self.closed or self._transport is None:
+            return
+        if self._transport.get_write_buffer_size() > self._max_unsent:
+            self._fell_behind()
+            return
+        self._transport.write(frame)
+
     def ping(self) -> bool:
         """Ping, unless the last ping went unanswered (then False: the peer is gone or stuck)."""
         if self.awaiting_pong:
@@ -187,3 +196,17 @@ class Connection(asyncio.Protocol):
             gone, self._on_gone = self._on_gone, None  # type: ignore[assignment]
             self.closed = True
             gone()
+
+
+def text_frame(text: str) -> bytes:
+    """A server's unfragmented text frame (RFC 6455 5.2: a server does not mask): the same bytes
+    for every socket, so an event going to many is framed once."""
+    data = text.encode()
+    size = len(data)
+    if size < 126:
+        head = bytes((0x81, size))
+    elif size < 1 << 16:
+        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return head + data

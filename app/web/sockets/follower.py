@@ -10,7 +10,6 @@ events only note that it must read again, so nothing falls between the two.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,14 +37,14 @@ class Follower:
         self._read_again = False
         self._task: asyncio.Task[None] | None = None
 
-    def deliver(self, event: dict[str, Any], text: str) -> None:
-        """A live event of the workstream (`text`: as published)."""
+    def deliver(self, event: dict[str, Any], frame: bytes) -> None:
+        """A live event of the workstream (`frame`: as published, framed once for all)."""
         if self.conn.closed:
             return
         if self._reading:
             self._read_again = self._read_again or event["id"] > self.last
         elif event["id"] == self.last + 1:
-            self.conn.send_text(text)
+            self.conn.send_frame(frame)
             self.last = event["id"]
         elif event["id"] > self.last:
             self.catch_up()
@@ -79,7 +78,3 @@ class Follower:
             self.conn.close(1011, "relay failed: reconnect with after")
         finally:
             self._reading = False
-
-
-def frame(event: dict[str, Any]) -> str:
-    return json.dumps(event)

@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from app.events import EventType
 from app.metrics import recording
 from app.web.sockets.caps import RENEW_SECONDS, Caps
-from app.web.sockets.connection import FELL_BEHIND, GOING_AWAY, POLICY, TRY_LATER, Connection
+from app.web.sockets.connection import FELL_BEHIND, GOING_AWAY, POLICY, TRY_LATER, Connection, text_frame
 from app.web.sockets.follower import Follower
 from app.web.sockets.handover import Opening
 from app.web.sockets.subscriptions import Subscriptions
@@ -193,8 +193,12 @@ class Hub:
             asyncio.get_running_loop().create_task(self.caps.give_back(held.ticket))
 
     def _deliver(self, ws_id: str, event: dict[str, Any], text: str) -> None:
-        for follower in list(self._following.get(ws_id, ())):
-            follower.deliver(event, text)
+        followers = self._following.get(ws_id)
+        if not followers:
+            return
+        frame = text_frame(text)
+        for follower in list(followers):
+            follower.deliver(event, frame)
 
     def _resubscribed(self, ws_id: str) -> None:
         for follower in list(self._following.get(ws_id, ())):
