@@ -18,7 +18,6 @@ from sqlmodel import col, select
 from app import keys
 from app.engine import (
     approvals,
-    batch_end,
     calls,
     cancel,
     chain,
@@ -360,10 +359,12 @@ def started_batch(rt: Runtime, model_server, name: str) -> tuple[str, str, Fence
 def ended_at_once(  # type: ignore[no-untyped-def]
     rt: Runtime, claim: Fence, row: StoredCall, outcome: ToolOutcome, step: int = 0, keep: bool = True
 ):
-    """`batch_end.hand_on_at_once` for the batch of `step`: what it returned, and its events."""
+    """The end of the batch of `step` when it goes on (`tool_batch._hand_on`): what it returned,
+    and its events."""
     out = outbox.Outbox(row.ws_id)
+    ws = load(rt, Workstream, row.ws_id)
     with rt.queue.keeping(claim.turn_id) if keep else contextlib.nullcontext():
-        handed = batch_end.hand_on_at_once(rt, out, claim, row.ws_id, step, row, outcome)
+        handed = tool_batch._hand_on(rt, out, claim, ws, step, set(), (row, outcome))
     return handed, [(e.type, e.fields.get("state")) for e in out.events]
 
 
@@ -377,7 +378,7 @@ def test_the_end_at_once_of_a_batch_stores_its_call_and_hands_the_turn_on(rt, mo
     ws_id, turn_id, claim, row = started_batch(rt, model_server, "one statement")
     handed, events = ended_at_once(rt, claim, row, ToolOutcome("one\n", is_error), keep=keep)
     call = load(rt, StoredCall, row.id)
-    assert handed == batch_end.HandedOn(1, Fence(turn_id, claim.attempt + 1) if keep else None)
+    assert handed == tool_batch.HandedOn(1, Fence(turn_id, claim.attempt + 1) if keep else None)
     assert events == [(EventType.TOOL_RESULT, None), (EventType.STATE_CHANGE, WorkstreamState.THINKING)]
     stored = (call.status, call.output, call.is_error, call.process_group)
     assert stored == (CallStatus.DONE, "one\n", is_error, None)
@@ -400,11 +401,35 @@ def test_the_end_at_once_of_a_batch_stores_its_call_and_hands_the_turn_on(rt, mo
     assert load(rt, Workstream, ws_id).state == WorkstreamState.THINKING
 
 
-DECLINED = ["superseded", "cancel asked", "feedback given", "call ended", "another step"]
+DECLINED = ["superseded", "cancel asked", "another step"]
+
+
+def test_the_end_of_a_batch_answers_its_call_then_says_the_feedback_given(rt, model_server):
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, "feedback")
+    with rt.db.session() as s:
+        s.exec(update(Turn).where(col(Turn.id) == turn_id).values(feedback="and then say so"))
+    handed, _events = ended_at_once(rt, claim, row, ToolOutcome("one\n", False))
+    assert handed is not None
+    with rt.db.session() as s:
+        said = s.exec(select(Message).where(Message.turn_id == turn_id).order_by(col(Message.id))).all()
+    assert [(m.role, m.content) for m in said][-2:] == [("tool", "one\n"), ("user", "and then say so")]
+    assert load(rt, Turn, turn_id).feedback is None
+
+
+def test_the_end_of_a_batch_whose_call_something_else_ended_keeps_that_end(rt, model_server):
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, "ended elsewhere")
+    ended = {"status": CallStatus.DONE, "output": "from elsewhere"}
+    with rt.db.session() as s:
+        s.exec(update(StoredCall).where(col(StoredCall.id) == row.id).values(**ended))
+    tool_batch._advance(rt, claim, load(rt, Workstream, ws_id), 0, set(), (row, ToolOutcome("one\n", False)))
+    assert load(rt, Turn, turn_id).phase == TurnPhase.MODEL
+    [answer] = tool_messages(rt, turn_id)
+    assert answer.content == "from elsewhere"
+    assert load(rt, StoredCall, row.id).output == "from elsewhere"
 
 
 @pytest.mark.parametrize("case", DECLINED)
-def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt, model_server, case):
+def test_the_end_of_a_batch_goes_on_only_under_its_fence_at_its_step_with_no_cancel(rt, model_server, case):
     ws_id, turn_id, claim, row = started_batch(rt, model_server, case)
     changed = update(Turn).where(col(Turn.id) == turn_id)
     with rt.db.session() as s:
@@ -412,10 +437,6 @@ def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt
             s.exec(changed.values(attempt=Turn.attempt + 1))
         elif case == "cancel asked":
             s.exec(changed.values(cancel_requested=True))
-        elif case == "feedback given":
-            s.exec(changed.values(feedback="and then say so"))
-        elif case == "call ended":  # ended by someone else: their end stands
-            s.exec(update(StoredCall).where(col(StoredCall.id) == row.id).values(status=CallStatus.DONE))
     before = load(rt, Turn, turn_id)
     step = 1 if case == "another step" else 0
     assert ended_at_once(rt, claim, row, ToolOutcome("one\n", False), step=step) == (None, [])
@@ -427,12 +448,12 @@ def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt
 
 
 @pytest.mark.parametrize("meanwhile", ["cancel", "call finished"])
-def test_the_end_at_once_of_a_batch_waits_for_the_turn_and_then_declines_what_changed(
+def test_the_end_of_a_batch_waits_for_the_turn_and_then_writes_nothing_if_it_changed(
     rt, model_server, meanwhile
 ):
     """A writer holding the turn when the statement begins (a cancel; `calls.finish_waiting`,
     which locks the turn, then the call) commits while the statement waits: the statement sees
-    what it wrote and writes nothing, not a turn handed on past a cancel or an unfinished call."""
+    what it wrote and writes nothing, not a turn handed on past a cancel or an unanswered call."""
     if not rt.db.is_postgresql:
         pytest.skip("one statement on PostgreSQL only; SQLite's writers take the whole file")
     ws_id, turn_id, claim, row = started_batch(rt, model_server, meanwhile)
@@ -611,6 +632,11 @@ def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_th
     assert load(rt, Workstream, ws.id).active_turn_id == second.id
 
 
+# A batch's end as it goes on: the turn held under its fence, the call finished, the tool
+# messages, the turn handed on, the workstream `thinking` (SQLite; one statement on PostgreSQL).
+BATCH_END = ["SELECT", "UPDATE tool_calls", "INSERT messages", "UPDATE turns", "UPDATE workstreams"]
+
+
 def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading(rt, model_server, tmp_path):
     ws = workstreams.create(rt, name="bash", auto_approve=True, working_dir=str(tmp_path))
     turn_id = turns.send(rt, ws.id, "run it").id
@@ -623,15 +649,8 @@ def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading
         ["UPDATE turns"],  # the claim
         # under the fence: the workstream and the step's calls read, the one call started
         ["UPDATE turns", "SELECT", "SELECT", "UPDATE tool_calls"],
-        [  # the batch's end; its calls read no file, so the workstream is not read again
-            "UPDATE turns",  # the fence
-            "UPDATE tool_calls",  # the call's result
-            "SELECT",  # the step's calls
-            "SELECT",  # which of them the conversation already answers
-            "INSERT messages",
-            "UPDATE turns",  # on to the next model step
-            "UPDATE workstreams",  # thinking
-        ],
+        # the batch's end (`tool_batch._ends`): on PostgreSQL one statement
+        ["WITH"] if rt.db.is_postgresql else BATCH_END,
     ]
     assert load(rt, Turn, turn_id).phase == TurnPhase.MODEL
     # A batch whose call read a file keeps it among the workstream's read paths.
@@ -985,7 +1004,9 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
     )
     tool_batch.run(rt, turn.id, 0)
     assert writes.count == 3  # the claim, the call marked running, its result with the batch's end
-    assert len(batch_reads) == 2  # the batch read to run it, and once more to end it
+    # the batch read to run it, and to end it: on SQLite the end's check for a waiting call and
+    # its tool messages, on PostgreSQL both in its one statement
+    assert len(batch_reads) == (2 if rt.db.is_postgresql else 3)
     events, _ = rt.events.replay(ws.id, 0)
     said = [(e["type"], e.get("output", e.get("state"))) for e in events]
     assert said[-2:] == [("tool_result", "one"), ("state_change", "thinking")]
@@ -1052,10 +1073,9 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     # running, the result with the next step's claim, the answer with the turn's end: no
     # claim of their own, and the batch writes nothing before it runs the call
     assert writes.count == 4
-    # The batch's end (app/engine/batch_end.py): on PostgreSQL one statement that commits by
-    # itself; on SQLite the turn handed on under its fence first, with no fence check of its own.
-    batch_end = ["UPDATE turns", "UPDATE tool_calls", "INSERT messages", "UPDATE workstreams"]
-    assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else batch_end)
+    # The batch's end (`tool_batch._ends`): on PostgreSQL one statement that commits by itself;
+    # on SQLite one transaction, the turn read under its fence first, with no fence check of its own.
+    assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else BATCH_END)
     # So is the answer with its one call, which needs nobody (app/engine/one_call.py).
     stored = ["UPDATE turns", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls"]
     assert asked.committed()[1] == (["WITH"] if rt.db.is_postgresql else stored)
