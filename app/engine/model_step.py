@@ -193,7 +193,7 @@ def _store_reply(
     is_plain = not prepared and end_as == TurnStatus.DONE and not _found(tools, reply, prepared)
     with ordered(rt, ws.id) as out:
         mark.send_with(out)
-        if is_plain and turns.end_with_answer(rt, out, fence, ws.id, answer):
+        if is_plain and turns.end_with_answer(rt, out, fence, ws, answer):
             return
         going = None
         # One call and nothing to merge into the workstream (read paths, tools found): at once.
@@ -226,9 +226,6 @@ def _store(
     with fenced(rt, fence) as (s, turn):
         if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
             end_as, prepared = TurnStatus.CANCELLED, []
-        asked_as = [_as_message_call(p, c) for p, c in prepared] or None
-        stored = {"ws_id": ws.id, "turn_id": turn.id, "role": "assistant", "tool_calls": asked_as}
-        insert_row(s, Message, **stored, **answer)
         found = _found(tools, reply, prepared)
         if found or prepared:  # what they change is merged into the workstream as it now is
             fresh = s.get(Workstream, ws.id, populate_existing=True)
@@ -238,8 +235,11 @@ def _store(
             ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
             s.add(ws)
         if not prepared:
-            turns.end_turn(s, out, turn, end_as, fence=fence)
+            turns.end_turn(s, out, turn, end_as, fence=fence, answer=answer)
             return None
+        asked_as = [_as_message_call(p, c) for p, c in prepared]
+        stored = {"ws_id": ws.id, "turn_id": turn.id, "role": "assistant", "tool_calls": asked_as}
+        insert_row(s, Message, **stored, **answer)
         return _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
 
 

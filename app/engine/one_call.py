@@ -208,7 +208,7 @@ def _one_statement(keep: bool, approves_all: bool) -> Select[Any]:
         .returning(*_WORKSTREAM_COLUMNS)
         .cte("running")
     )
-    asked = message_stored("assistant", running.c.id, typed(Turn, "id", "fenced_turn"), **_ASKED)
+    asked = message_stored("assistant", running.c.id, typed(Turn, "id", "fenced_turn"), **_ASKED).cte("asked")
     taken = sqlalchemy.select(*_call_values()).select_from(running)
     called = (
         insert(ToolCall)

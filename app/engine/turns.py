@@ -5,15 +5,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import CTE, Insert, bindparam, exists, func, insert, literal, update
+from sqlalchemy import Insert, bindparam, exists, func, insert, literal, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from app.engine import fanin
 from app.engine.outbox import Defer, Outbox, ordered
+from app.engine.steps import Done, Step, Steps
 from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.metrics import recording
@@ -253,17 +256,17 @@ _TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_
 
 def message_stored(
     role: str, ws_id: Any, turn_id: Any, is_error: str | None = None, **parameters: str
-) -> CTE:
-    """A message inserted by a one-statement transition, for the row a step before it returned
-    (`ws_id` and `turn_id` are that step's columns); each column in `parameters` takes the
+) -> Insert:
+    """A message inserted by a transition's step, for the row a step before it returned (`ws_id`
+    and `turn_id` are that step's columns; none when it returned none); each column in `parameters` takes the
     statement's parameter of that name. No error, unless `is_error` names the parameter that says."""
     names = ["ws_id", "turn_id", "role", *parameters, "is_error"]
     values = [typed(Message, column, name) for column, name in parameters.items()]
     error = typed(Message, "is_error", is_error) if is_error else literal(False)
-    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error)
+    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error).where(turn_id.is_not(None))
     # The column defaults of a nested INSERT are not filled in: every column it needs is named.
     stored = insert(Message).from_select(names, taken, include_defaults=False)
-    return stored.returning(col(Message.id)).cte("stored")
+    return stored.returning(col(Message.id))
 
 
 # `_start_at_once` as one statement (PostgreSQL): the workstream taken, then the turn stored
@@ -312,7 +315,7 @@ _STORED = message_stored(
     content="message",
     origin="message_origin",
     created_at="created",
-)
+).cte("stored")
 # A SELECT on top, so that a session runs it as it is (an INSERT on top takes its ORM bulk path).
 _START_IN_ONE_STATEMENT = sqlalchemy.select(_STORED.c.id)
 # What a turn's end leads to, in one read: whether it answers a parent's call (a sub-agent's),
@@ -323,16 +326,6 @@ _AFTER_END = select(
     exists(select(Workstream.id).where(col(Workstream.parent_turn_id) == bindparam("turn_id"))),
     exists(_QUEUED),
 ).where(col(Workstream.id) == bindparam("ws_id"))
-# The end of a turn frees its workstream.
-_FREE = (
-    update(Workstream)
-    .where(col(Workstream.id) == bindparam("ws_id"), col(Workstream.active_turn_id) == bindparam("turn_id"))
-    .values(active_turn_id=None, state=bindparam("new_state"), updated_at=bindparam("now"))
-)
-# The same, answering what `_AFTER_END` asks. Its reads see the database as the update began;
-# a queued turn stored after that cannot be missed: sends store under the ordering lock the
-# end holds.
-_FREE_TELLING = _FREE.returning(*_AFTER_END.selected_columns)
 
 
 def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
@@ -366,41 +359,179 @@ def end_turn(
     status: TurnStatus,
     error: str | None = None,
     fence: Fence | None = None,
+    answer: dict[str, Any] | None = None,
 ) -> WorkstreamState:
-    """Inside the caller's (fenced, ordered) transaction: close the turn and free the
+    """Inside the caller's (fenced, ordered) transaction: close the turn (with its step's
+    `answer` stored, when given: content, reasoning, usage, server_blocks) and free the
     workstream; the oldest queued turn, if one waits, is started once the events are out."""
-    turn.status = status
-    turn.phase = TurnPhase.FINISHED
-    turn.ended_at = utcnow()
-    turn.heartbeat_at = None
-    turn.error = error
-    s.add(turn)
+    s.flush()  # what the session holds is written first, as an ORM update would
+    done = _ends(answer is not None, fenced=False).run(
+        s, _end_values(turn.id, turn.ws_id, status, error, answer)
+    )
+    if done is None:
+        raise ConflictError(f"turn {turn.id} is not active")
+    ended = done.first("ended")
+    assert ended is not None
+    for key in ("status", "phase", "ended_at", "heartbeat_at", "error"):
+        set_committed_value(turn, key, ended[key])
+    return _ended(s, out, turn.id, turn.ws_id, status, error, fence, done)
+
+
+def end_with_answer(rt: Runtime, out: Outbox, fence: Fence, ws: Workstream, answer: dict[str, Any]) -> bool:
+    """A step's answer without tool calls, stored and ending its turn as done, as a transition
+    of its own (`end_turn`'s steps under the fence: on PostgreSQL one statement that commits by
+    itself, one round trip where a fenced transaction took six). False, with nothing written,
+    where the fence is gone or a cancel was asked, or for a sub-agent's turn, whose answer is
+    recorded for its parent in the same transaction: the caller ends the turn in a fenced
+    transaction, which says what is wrong."""
+    if ws.kind == TASK and ws.parent_call_row is not None:
+        return False
+    values = {
+        **_end_values(fence.turn_id, ws.id, TurnStatus.DONE, None, answer),
+        "fenced_attempt": fence.attempt,
+    }
+    with rt.db.one_statement() as s:
+        done = _ends(True, fenced=True).run(s, values)
+        if done is None:
+            s.rollback()
+            return False
+        _ended(None, out, fence.turn_id, ws.id, TurnStatus.DONE, None, fence, done, s)
+    return True
+
+
+def _end_values(
+    turn_id: str, ws_id: str, status: TurnStatus, error: str | None, answer: dict[str, Any] | None
+) -> dict[str, Any]:
+    # No key named as a column of a table the steps update: an UPDATE takes one as a value to set.
     state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
-    freed = {"ws_id": turn.ws_id, "turn_id": turn.id, "new_state": state, "now": utcnow()}
-    # Where an update returns rows, freeing the workstream also says what comes after (one
-    # statement, not two); a workstream this turn no longer held is asked separately.
-    after_end = None
-    if s.get_bind().dialect.update_returning:
-        after_end = s.connection().execute(_FREE_TELLING, freed).one_or_none()
-    else:
-        s.connection().execute(_FREE, freed)
+    values = {
+        "end_turn": turn_id,
+        "end_ws": ws_id,
+        "end_status": status,
+        "end_state": state,
+        "end_error": error,
+        "now": utcnow(),
+    }
+    return {**values, **{f"answer_{key}": value for key, value in (answer or {}).items()}}
+
+
+def _ended(
+    s: Session | None,
+    out: Outbox,
+    turn_id: str,
+    ws_id: str,
+    status: TurnStatus,
+    error: str | None,
+    fence: Fence | None,
+    done: Done,
+    reader: Session | None = None,
+) -> WorkstreamState:
+    """What follows a turn's end (`_ends`), in its transaction `s` (None: it has committed;
+    `reader` then asks what follows, if the turn no longer held its workstream)."""
+    state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
     if error is not None:
-        out.add(EventType.ERROR, turn_id=turn.id, fence=fence, message=error)
+        out.add(EventType.ERROR, turn_id=turn_id, fence=fence, message=error)
     if status == TurnStatus.CANCELLED:
-        out.add(EventType.CANCELLED, turn_id=turn.id, fence=fence)
-    out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
+        out.add(EventType.CANCELLED, turn_id=turn_id, fence=fence)
+    out.add(EventType.STATE_CHANGE, turn_id=turn_id, state=state, fence=fence)
     # A queued turn is looked for under the workstream's ordering lock: a send that stores a
     # turn after this commits finds the workstream idle and starts its turn itself.
-    if after_end is None:  # no rows returned, or this turn no longer held the workstream
-        after_end = s.connection().execute(_AFTER_END, {"turn_id": turn.id, "ws_id": turn.ws_id}).one()
-    kind, parent_call_row, has_children, has_queued = after_end
-    answers_parent = kind == TASK and parent_call_row is not None
-    fanin.record_end(s, out, turn, status, error, answers_parent, bool(has_children))
+    freed = done.first("freed")
+    if freed is None:  # this turn no longer held the workstream: asked apart
+        asking = s if s is not None else reader
+        assert asking is not None
+        row = asking.connection().execute(_AFTER_END, {"turn_id": turn_id, "ws_id": ws_id}).one()
+        freed = dict(zip(("kind", "parent_call_row", "has_children", "has_queued"), row, strict=True))
+    answers_parent = freed["kind"] == TASK and freed["parent_call_row"] is not None
+    if answers_parent:
+        assert s is not None  # `end_with_answer` leaves a sub-agent's turn to a transaction
+        fanin.record_end(s, out, turn_id, ws_id, status, error)
+    if freed["has_children"]:
+        fanin.stop_children_after(out, turn_id)
     recording.turn_finished(s, status)
-    if has_queued:
-        ws_id = turn.ws_id
+    if freed["has_queued"]:
         out.after(lambda rt: activate_next(rt, ws_id))
     return state
+
+
+@cache  # built when first run: a worker builds only its database's, and only those it runs
+def _ends(with_answer: bool, fenced: bool) -> Steps:
+    """A turn's end: the turn closed if active (`fenced`: under the fence's attempt, with no
+    cancel asked), then the workstream it holds freed, saying what follows (a parent to
+    answer, sub-agents to stop, a queued turn), then the step's answer stored, when given."""
+    held = [col(Turn.attempt) == bindparam("fenced_attempt"), col(Turn.cancel_requested).is_(False)]
+    ended = Step(
+        "ended",
+        lambda ref: (
+            update(Turn)
+            .where(
+                col(Turn.id) == bindparam("end_turn"),
+                col(Turn.status) == TurnStatus.ACTIVE,
+                *(held if fenced else []),
+            )
+            .values(
+                status=bindparam("end_status"),
+                phase=TurnPhase.FINISHED,
+                ended_at=bindparam("now"),
+                heartbeat_at=None,
+                error=bindparam("end_error"),
+            )
+            .returning(
+                col(Turn.id),
+                col(Turn.ws_id),
+                col(Turn.status),
+                col(Turn.phase),
+                col(Turn.ended_at),
+                col(Turn.heartbeat_at),
+                col(Turn.error),
+            )
+        ),
+    )
+    freed = Step(
+        "freed",
+        lambda ref: (
+            update(Workstream)
+            .where(
+                col(Workstream.id) == ref("ended", "ws_id"),
+                col(Workstream.active_turn_id) == ref("ended", "id"),
+            )
+            .values(active_turn_id=None, state=bindparam("end_state"), updated_at=bindparam("now"))
+            .returning(
+                col(Workstream.kind),
+                col(Workstream.parent_call_row),
+                exists(select(_CHILD.c.id).where(_CHILD.c.parent_turn_id == ref("ended", "id"))).label(
+                    "has_children"
+                ),
+                # named by the step's row, not `workstreams.id`: SQLite writes RETURNING's
+                # columns unqualified, and `id` in the subquery would be the turn's
+                exists(
+                    select(Turn.id).where(
+                        col(Turn.ws_id) == ref("ended", "ws_id"), col(Turn.status) == TurnStatus.QUEUED
+                    )
+                ).label("has_queued"),
+            )
+        ),
+        required=False,
+    )
+    answered = Step(
+        "answered",
+        lambda ref: message_stored(
+            "assistant",
+            ref("ended", "ws_id"),
+            ref("ended", "id"),
+            content="answer_content",
+            reasoning="answer_reasoning",
+            usage="answer_usage",
+            server_blocks="answer_server_blocks",
+            created_at="now",
+        ),
+    )
+    return Steps([ended, freed, *([answered] if with_answer else [])])
+
+
+# A table alias, not the ORM's `aliased` (which made 1.2 MiB of attribute proxies, in every
+# process that imports this module).
+_CHILD = Workstream.__table__.alias("child")  # type: ignore[attr-defined]
 
 
 def with_workstream(s: Session, turn_id: str) -> tuple[Turn, Workstream]:
@@ -421,97 +552,3 @@ def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
     holds keeps its old state (the caller reads it no more)."""
     changed = update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow())
     update_rows(s, changed)
-
-
-def end_with_answer(rt: Runtime, out: Outbox, fence: Fence, ws_id: str, answer: dict[str, Any]) -> bool:
-    """A step's answer without tool calls, stored and ending its turn as done, in one statement
-    that commits by itself (PostgreSQL): one round trip where the fenced transaction took six.
-    The common case only: the fence still holds, no cancel was asked for, and the turn holds
-    its workstream and answers no parent's call. False, with nothing written, for any other
-    case (and on another database): the caller ends the turn the general way, which says
-    what is wrong. `answer` holds the message's content, reasoning, usage and server_blocks."""
-    if not (rt.db.is_postgresql and rt.db.engine.dialect.update_returning):
-        return False
-    values = {
-        "answer_turn": fence.turn_id,
-        "answer_ws": ws_id,
-        "fenced_attempt": fence.attempt,
-        "now": utcnow(),
-        **{f"answer_{key}": value for key, value in answer.items()},
-    }
-    with rt.db.one_statement() as s:
-        after_end = s.execute(_ANSWER_IN_ONE_STATEMENT, values).first()
-    if after_end is None:
-        return False
-    out.add(EventType.STATE_CHANGE, turn_id=fence.turn_id, state=WorkstreamState.IDLE, fence=fence)
-    recording.turn_finished(None, TurnStatus.DONE)
-    has_children, has_queued = after_end
-    if has_children:
-        fanin.stop_children_after(out, fence.turn_id)
-    if has_queued:
-        out.after(lambda rt: activate_next(rt, ws_id))
-    return True
-
-
-# `end_with_answer`'s statement: the turn ended under its fence, then the workstream it holds
-# freed (saying what follows, as `_FREE_TELLING` does), then the answer stored, each step for the
-# row the one before returned. The turn's conditions read the workstream as the statement
-# began; once updated, the turn row is locked, and only this turn's end frees its workstream.
-# No parameter is named as a column of a table it updates: an UPDATE takes one as a value to set.
-_ANSWER_ENDED = (
-    update(Turn)
-    .where(
-        col(Turn.id) == bindparam("answer_turn"),
-        col(Turn.attempt) == bindparam("fenced_attempt"),
-        col(Turn.status) == TurnStatus.ACTIVE,
-        col(Turn.cancel_requested).is_(False),
-        exists(
-            select(Workstream.id).where(
-                col(Workstream.id) == bindparam("answer_ws"),
-                col(Workstream.active_turn_id) == bindparam("answer_turn"),
-                sqlalchemy.or_(col(Workstream.kind) != TASK, col(Workstream.parent_call_row).is_(None)),
-            )
-        ),
-    )
-    .values(
-        status=TurnStatus.DONE,
-        phase=TurnPhase.FINISHED,
-        ended_at=bindparam("now"),
-        heartbeat_at=None,
-        error=None,
-    )
-    .returning(col(Turn.id))
-    .cte("ended")
-)
-# A table alias, not the ORM's `aliased` (which made 1.2 MiB of attribute proxies, in every
-# process that imports this module).
-_CHILD = Workstream.__table__.alias("child")  # type: ignore[attr-defined]
-_ANSWER_FREED = (
-    update(Workstream)
-    .where(col(Workstream.id) == bindparam("answer_ws"), col(Workstream.active_turn_id) == _ANSWER_ENDED.c.id)
-    .values(active_turn_id=None, state=WorkstreamState.IDLE, updated_at=bindparam("now"))
-    .returning(
-        col(Workstream.id),
-        _ANSWER_ENDED.c.id.label("turn_id"),
-        exists(select(_CHILD.c.id).where(_CHILD.c.parent_turn_id == _ANSWER_ENDED.c.id)).label(
-            "has_children"
-        ),
-        exists(
-            select(Turn.id).where(col(Turn.ws_id) == Workstream.id, col(Turn.status) == TurnStatus.QUEUED)
-        ).label("has_queued"),
-    )
-    .cte("freed")
-)
-_ANSWER_STORED = message_stored(
-    "assistant",
-    _ANSWER_FREED.c.id,
-    _ANSWER_FREED.c.turn_id,
-    content="answer_content",
-    reasoning="answer_reasoning",
-    usage="answer_usage",
-    server_blocks="answer_server_blocks",
-    created_at="now",
-)
-_ANSWER_IN_ONE_STATEMENT = sqlalchemy.select(
-    _ANSWER_FREED.c.has_children, _ANSWER_FREED.c.has_queued
-).select_from(_ANSWER_FREED.join(_ANSWER_STORED, sqlalchemy.true()))

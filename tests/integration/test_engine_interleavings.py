@@ -246,18 +246,11 @@ def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(
     reads, writes = list(asked.reads), asked.committed()
     assert load(rt, Turn, turn_id).status == TurnStatus.DONE
     assert reads == ["SELECT"] * 3  # the turn with its workstream, the conversation, memories
-    if rt.db.is_postgresql:
-        # the claim; then the turn ended under its fence, its workstream freed (saying what
-        # follows) and the answer stored, as one statement committing by itself
-        assert writes == [["UPDATE turns"], ["WITH"]]
-    else:
-        assert writes == [
-            ["UPDATE turns"],  # the claim
-            # the fence checked, the answer stored, the workstream freed (its update also
-            # answering what follows: a parent to answer, sub-agents to stop, a queued turn),
-            # the turn ended
-            ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "UPDATE turns"],
-        ]
+    # the claim; then the turn ended under its fence, its workstream freed (saying what follows:
+    # a parent to answer, sub-agents to stop, a queued turn) and the answer stored: on
+    # PostgreSQL as one statement committing by itself, on SQLite as one transaction
+    ended = ["WITH"] if rt.db.is_postgresql else ["UPDATE turns", "UPDATE workstreams", "INSERT messages"]
+    assert writes == [["UPDATE turns"], ended]
     assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
     turn = load(rt, Turn, turn_id)
     assert (turn.phase, turn.heartbeat_at, turn.error) == (TurnPhase.FINISHED, None, None)
@@ -281,7 +274,8 @@ def answered_as(rt: Runtime, fence, ws_id: str, out: outbox.Outbox | None = None
     """`turns.end_with_answer` for `fence`: whether it ended the turn, and the events it left."""
     out = out or outbox.Outbox(ws_id)
     answer = {"content": "the answer", "reasoning": None, "usage": {"total_tokens": 3}, "server_blocks": None}
-    return turns.end_with_answer(rt, out, fence, ws_id, answer), [e.type for e in out.events]
+    ws = load(rt, Workstream, ws_id)
+    return turns.end_with_answer(rt, out, fence, ws, answer), [e.type for e in out.events]
 
 
 def assistant_messages(rt: Runtime, ws_id: str) -> list[Message]:
@@ -290,7 +284,7 @@ def assistant_messages(rt: Runtime, ws_id: str) -> list[Message]:
 
 
 @pytest.mark.parametrize("with_child", [False, True])
-def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
+def test_the_end_of_an_answer_stores_it_whole(rt, with_child):
     ws_id, turn_id = new_turn(rt, name="one statement")
     if with_child:  # a sub-agent it started: stopped (if still running) once the end is out
         with rt.db.session() as s:
@@ -299,9 +293,6 @@ def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
     assert claimed is not None
     out = outbox.Outbox(ws_id)
     ended, events = answered_as(rt, claimed[0], ws_id, out)
-    if not rt.db.is_postgresql:  # the general way ends it there
-        assert (ended, events, assistant_messages(rt, ws_id)) == (False, [], [])
-        return
     assert ended and events == [EventType.STATE_CHANGE]
     assert len(out.actions) == (1 if with_child else 0)
     [answer] = assistant_messages(rt, ws_id)
@@ -324,7 +315,7 @@ def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
 
 
 @pytest.mark.parametrize("case", ["superseded", "cancel asked", "a sub-agent's answer"])
-def test_the_one_statement_end_declines_what_the_general_way_must_decide_and_writes_nothing(rt, case):
+def test_the_end_of_an_answer_in_a_transition_of_its_own_writes_nothing_unless_it_may(rt, case):
     ws_id, turn_id = new_turn(rt, name=case)
     claimed = claim(rt, turn_id, TurnPhase.MODEL, 0)
     assert claimed is not None
@@ -612,24 +603,6 @@ def test_an_answer_stored_at_once_waits_for_what_holds_the_turn_or_workstream(rt
     assert result == [(None, [])]
     assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
     assert load(rt, Turn, fence.turn_id).phase == TurnPhase.MODEL
-
-
-def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_the_queued_turn(
-    rt, model_server
-):
-    ws = workstreams.create(rt, name="no returning")
-    first, second = turns.send(rt, ws.id, "first"), turns.send(rt, ws.id, "second")
-    assert second.status == TurnStatus.QUEUED
-    rt.db.engine.dialect.update_returning = False  # as SQLite before 3.35
-    model_server.enqueue(Reply(text="one"))
-    asked = Statements(rt)
-    model_step.run(rt, first.id, 0)
-    end = next(group for group in asked.committed() if "INSERT messages" in group)  # the answer's
-    freed = end.index("UPDATE workstreams")
-    assert end[freed : freed + 2] == ["UPDATE workstreams", "SELECT"]  # what follows, read apart
-    assert load(rt, Turn, first.id).status == TurnStatus.DONE
-    assert load(rt, Turn, second.id).status == TurnStatus.ACTIVE
-    assert load(rt, Workstream, ws.id).active_turn_id == second.id
 
 
 # A batch's end as it goes on: the turn held under its fence, the call finished, the tool
