@@ -263,7 +263,9 @@ def message_stored(
     names = ["ws_id", "turn_id", "role", *parameters, "is_error"]
     values = [typed(Message, column, name) for column, name in parameters.items()]
     error = typed(Message, "is_error", is_error) if is_error else literal(False)
-    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error).where(turn_id.is_not(None))
+    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error).where(
+        ws_id.is_not(None), turn_id.is_not(None)
+    )
     # The column defaults of a nested INSERT are not filled in: every column it needs is named.
     stored = insert(Message).from_select(names, taken, include_defaults=False)
     return stored.returning(col(Message.id))

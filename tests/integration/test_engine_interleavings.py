@@ -18,11 +18,11 @@ from sqlmodel import col, select
 from app import keys
 from app.engine import (
     approvals,
+    asked,
     calls,
     cancel,
     chain,
     model_step,
-    one_call,
     outbox,
     prompt,
     sweeper,
@@ -507,11 +507,13 @@ def at_the_store(rt: Runtime, name: str, auto_approve: bool = True) -> tuple[Fen
 def stored_at_once(  # type: ignore[no-untyped-def]
     rt: Runtime, fence: Fence, ws: Workstream, step: int = 0, keep: bool = True, needs_approval: bool = True
 ):
-    """`one_call.store_at_once` of an answer asking for `echo one`: what it returned, and its events."""
+    """`asked.store` of an answer asking for `echo one`: what it returned, and its events."""
     p = PreparedCall("call_1", "bash", {"command": "echo one"}, "$ echo one", "", needs_approval)
     out = outbox.Outbox(ws.id)
+    row = calls.new_row(ws, fence.turn_id, step, 0, p, "v1")
+    decided = asked.Asked([row], [ASKED_BASH], sorted(ws.read_paths), None, [True])
     with rt.queue.keeping(fence.turn_id) if keep else contextlib.nullcontext():
-        going = one_call.store_at_once(rt, out, fence, ws, step, p, ASKED_BASH, "v1", AN_ANSWER)
+        going = asked.store(rt, out, fence, ws, step, decided, AN_ANSWER)
     return going, [(e.type, e.fields.get("state")) for e in out.events]
 
 
@@ -521,7 +523,7 @@ def stored_calls(rt: Runtime, turn_id: str) -> list[StoredCall]:
 
 
 @pytest.mark.parametrize(("keep", "needs_approval"), [(True, True), (False, True), (True, False)])
-def test_an_answer_with_one_call_nobody_decides_is_stored_at_once(rt, keep, needs_approval):
+def test_an_answer_with_one_call_nobody_decides_is_stored_and_handed_on(rt, keep, needs_approval):
     fence, ws = at_the_store(rt, "at once", auto_approve=needs_approval)
     going, events = stored_at_once(rt, fence, ws, keep=keep, needs_approval=needs_approval)
     assert events == [(EventType.TOOL_INFO, None), (EventType.STATE_CHANGE, WorkstreamState.RUNNING)]
@@ -552,19 +554,12 @@ def test_an_answer_with_one_call_nobody_decides_is_stored_at_once(rt, keep, need
     assert fresh == (ws.id, WorkstreamState.RUNNING, ws.working_dir)
 
 
-STORE_DECLINED = [
-    "superseded",
-    "cancel asked",
-    "approval turned off",
-    "another step",
-    "a person decides",
-    "updates return nothing",  # SQLite before 3.35
-]
+STORE_DECLINED = ["superseded", "cancel asked", "approval turned off", "another step"]
 
 
 @pytest.mark.parametrize("case", STORE_DECLINED)
-def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_must_decide(rt, case):
-    fence, ws = at_the_store(rt, case, auto_approve=case != "a person decides")
+def test_an_answer_with_a_call_is_stored_only_under_its_fence_and_as_its_approval_stands(rt, case):
+    fence, ws = at_the_store(rt, case)
     with rt.db.session() as s:
         turn_row = update(Turn).where(col(Turn.id) == fence.turn_id)
         if case == "superseded":
@@ -573,10 +568,8 @@ def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_mus
             s.exec(turn_row.values(cancel_requested=True))
         elif case == "approval turned off":  # while the model answered: the step read it on
             s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(auto_approve=False))
-    if case == "updates return nothing":
-        rt.db.engine.dialect.update_returning = False
     before = load(rt, Turn, fence.turn_id)
-    assert stored_at_once(rt, fence, ws, step=1 if case == "another step" else 0) == (None, [])
+    assert stored_at_once(rt, fence, ws, step=1 if case == "another step" else 0) == (False, [])
     assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
     turn = load(rt, Turn, fence.turn_id)
     assert (turn.phase, turn.attempt) == (TurnPhase.MODEL, before.attempt)
@@ -584,7 +577,7 @@ def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_mus
 
 
 @pytest.mark.parametrize("meanwhile", ["cancel", "approval turned off"])
-def test_an_answer_stored_at_once_waits_for_what_holds_the_turn_or_workstream(rt, meanwhile):
+def test_an_answer_with_a_call_waits_for_what_holds_the_turn_or_workstream(rt, meanwhile):
     """A writer holding the turn (a cancel) or the workstream (approval turned off) when the
     statement begins commits while it waits: it sees what they wrote and writes nothing."""
     if not rt.db.is_postgresql:
@@ -600,7 +593,7 @@ def test_an_answer_stored_at_once_waits_for_what_holds_the_turn_or_workstream(rt
         storing.start()
         wait_for_a_lock_wait(rt)
     storing.join(timeout=10)
-    assert result == [(None, [])]
+    assert result == [(False, [])]
     assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
     assert load(rt, Turn, fence.turn_id).phase == TurnPhase.MODEL
 
@@ -1049,8 +1042,8 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     # The batch's end (`tool_batch._ends`): on PostgreSQL one statement that commits by itself;
     # on SQLite one transaction, the turn read under its fence first, with no fence check of its own.
     assert asked.committed()[2] == (["WITH"] if rt.db.is_postgresql else BATCH_END)
-    # So is the answer with its one call, which needs nobody (app/engine/one_call.py).
-    stored = ["UPDATE turns", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls"]
+    # So is the answer with its call (`asked.store`).
+    stored = ["SELECT", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls", "UPDATE turns"]
     assert asked.committed()[1] == (["WITH"] if rt.db.is_postgresql else stored)
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
