@@ -646,22 +646,18 @@ def test_a_racing_activator_cannot_restart_a_finished_turn(rt):
     ws = workstreams.create(rt, name="race")
     with rt.db.session() as s:
         s.add(Turn(id="t1", ws_id=ws.id, message="once"))
-    injected = []
-
-    def another_activator_ran_it(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        # Between our pick of the queued turn and our claim of the workstream, another
-        # activator started the turn, ran it to the end, and freed the workstream.
-        if statement.startswith("UPDATE workstreams SET") and "active_turn_id" in statement and not injected:
-            injected.append(True)
-            with psycopg.connect(rt.settings.database_url, autocommit=True) as other:
-                other.execute("UPDATE turns SET status = 'done', phase = 'finished' WHERE id = 't1'")
-
-    event.listen(rt.db.engine, "before_cursor_execute", another_activator_ran_it)
-    try:
-        assert turns.activate_next(rt, ws.id) is None
-    finally:
-        event.remove(rt.db.engine, "before_cursor_execute", another_activator_ran_it)
-    assert injected
+    result: list[str | None] = []
+    # Another activator holds the queued turn as ours picks it, then starts it, runs it to the
+    # end and frees the workstream: ours waits for it, and finds nothing left to start.
+    with psycopg.connect(rt.settings.database_url) as other:
+        other.execute("SELECT id FROM turns WHERE id = 't1' FOR UPDATE")
+        activating = threading.Thread(target=lambda: result.append(turns.activate_next(rt, ws.id)))
+        activating.start()
+        wait_for_a_lock_wait(rt)
+        other.execute("UPDATE turns SET status = 'done', phase = 'finished' WHERE id = 't1'")
+        other.commit()
+    activating.join(timeout=10)
+    assert result == [None]
     assert load(rt, Turn, "t1").status == TurnStatus.DONE
     assert load(rt, Workstream, ws.id).active_turn_id is None
     assert not [m for m in rt.events.replay(ws.id, 0)[0] if m["type"] == EventType.MESSAGE]
@@ -927,8 +923,8 @@ def test_a_send_stores_and_starts_its_turn_in_one_transaction_and_says_queued_be
     # stored and started at once (on PostgreSQL in one statement, a transaction of its own)
     at_once = 0 if rt.db.is_postgresql else 1
     assert first.status == TurnStatus.ACTIVE and len(commits) == at_once
-    second = turns.send(rt, ws.id, "second")
-    assert second.status == TurnStatus.QUEUED and len(commits) == at_once + 1
+    second = turns.send(rt, ws.id, "second")  # stored queued, the same way
+    assert second.status == TurnStatus.QUEUED and len(commits) == 2 * at_once
     with rt.db.session() as s:  # the first turn ends (as a model step would end it) ...
         s.exec(update(Turn).where(col(Turn.id) == first.id).values(status=TurnStatus.DONE))
         s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(active_turn_id=None))
