@@ -435,11 +435,7 @@ def finish_waiting(
 
 
 def has_waiting(s: Session, turn_id: str, step: int) -> bool:
-    return any_waiting(batch(s, turn_id, step))
-
-
-def any_waiting(rows: list[ToolCall]) -> bool:
-    return any(r.status == CallStatus.WAITING for r in rows)
+    return any(r.status == CallStatus.WAITING for r in batch(s, turn_id, step))
 
 
 def resume(rt: Runtime, s: Session, turn_id: str) -> bool:

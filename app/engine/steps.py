@@ -66,7 +66,7 @@ class Steps:
 
     steps: Sequence[Step]
     whole: str | None = None
-    _built: dict[bool, Any] = field(default_factory=dict, repr=False)
+    _built: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def run(self, s: Session, values: dict[str, Any]) -> Done | None:
         """Run the steps in `s` (on PostgreSQL, a session of `Database.one_statement` commits
@@ -130,44 +130,49 @@ class Steps:
 
             for step in self.steps:
                 ctes[step.name] = self._gated(step, step.build(ref), ref).cte(step.name)
-            # Every CTE named in the outer SELECT, so that each is rendered (PostgreSQL runs a
-            # data-modifying CTE whether or not it is read).
-            columns = [
-                func.count().select().select_from(cte).scalar_subquery().label(f"{name}__")
-                for name, cte in ctes.items()
-            ]
+            # Every CTE read in the outer SELECT, so that each is rendered (PostgreSQL runs a
+            # data-modifying CTE whether or not it is read): each step's first row (every row
+            # of `whole`) joined to one row, with a marker saying whether there was one.
+            joined: Any = sqlalchemy.select(sqlalchemy.literal(1).label("one")).subquery("one")
+            columns: list[Any] = []
             for name, cte in ctes.items():
-                if name != self.whole:
-                    columns += [ref(name, c.key).label(f"{name}__{c.key}") for c in cte.c]
-            built = sqlalchemy.select(*columns)
-            if self.whole is not None:
-                whole = ctes[self.whole]
-                columns += [c.label(f"{self.whole}__{c.key}") for c in whole.c]
-                built = sqlalchemy.select(*columns).select_from(
-                    sqlalchemy.select(sqlalchemy.literal(1).label("one"))
-                    .subquery()
-                    .outerjoin(whole, sqlalchemy.true())
-                )
+                row = sqlalchemy.select(sqlalchemy.literal(1).label("found"), *cte.c)
+                part = (row if name == self.whole else row.limit(1)).subquery(f"{name}_row")
+                joined = joined.outerjoin(part, sqlalchemy.true())
+                columns.append(part.c.found.label(f"{name}__"))
+                columns += [part.c[c.key].label(f"{name}__{c.key}") for c in cte.c]
+            built = sqlalchemy.select(*columns).select_from(joined)
             self._built[True] = built
         return built
+
+    def _keys(self) -> list[list[tuple[str, str]]]:
+        """Each step's columns, and their labels in the outer SELECT."""
+        keys = self._built.get("keys")
+        if keys is None:
+            statement = self._statement()
+            keys = self._built["keys"] = [
+                [
+                    (label[len(step.name) + 2 :], label)
+                    for label in statement.selected_columns.keys()  # noqa: SIM118 (a column collection)
+                    if label.startswith(f"{step.name}__") and label != f"{step.name}__"
+                ]
+                for step in self.steps
+            ]
+        return keys
 
     def _run_as_one(self, s: Session, values: dict[str, Any]) -> Done | None:
         found = s.execute(self._statement(), values).mappings().all()
         first = found[0]
         rows: dict[str, Sequence[Mapping[str, Any]]] = {}
-        for step in self.steps:
+        for step, keys in zip(self.steps, self._keys(), strict=True):
             name = step.name
-            if not first[f"{name}__"]:
+            if first[f"{name}__"] is None:
                 if step.required:
                     return None
                 rows[name] = []
                 continue
-            prefix = f"{name}__"
-            picked = [
-                {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix) and k != prefix}
-                for row in (found if name == self.whole else found[:1])
-            ]
-            rows[name] = picked
+            picked = found if name == self.whole else found[:1]
+            rows[name] = [{key: row[label] for key, label in keys} for row in picked]
         return Done(rows)
 
 

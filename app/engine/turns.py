@@ -22,7 +22,7 @@ from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.metrics import recording
 from app.runtime import Runtime
-from app.storage.database import typed, update_rows
+from app.storage.database import typed
 from app.storage.models import (
     Message,
     Turn,
@@ -536,10 +536,3 @@ _WITH_WORKSTREAM = (
     .join(Workstream, col(Workstream.id) == col(Turn.ws_id))
     .where(col(Turn.id) == bindparam("turn_id"))
 )
-
-
-def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
-    """The workstream's state, in the caller's transaction; an object of it that the session
-    holds keeps its old state (the caller reads it no more)."""
-    changed = update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow())
-    update_rows(s, changed)
