@@ -34,6 +34,8 @@ from app.tools.pipeline import PreparedCall, prepare_call
 from app.tools.reach import Roots
 
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
+# How many times an answer's calls are decided again because the workstream changed meanwhile.
+MAX_DECISIONS = 5
 
 
 @dataclass
@@ -212,7 +214,11 @@ def _store(
     or a cancel asked). The batch's claim and started call when its calls go on, None when
     they wait or the turn ended."""
     found = _found(tools, reply, prepared)
-    while prepared and end_as == TurnStatus.DONE:
+    for tried in range(MAX_DECISIONS + 1):
+        if not prepared or end_as != TurnStatus.DONE:
+            break
+        if tried == MAX_DECISIONS:  # the turn keeps changing under the fence: a bug
+            raise RuntimeError(f"turn {fence.turn_id}: its calls could not be stored")
         decided = _decided(ws, tools, fence.turn_id, step, prepared, read_paths, found)
         going = asked.store(rt, out, fence, ws, step, decided, answer)
         if going is not False:

@@ -44,6 +44,8 @@ from app.tools.pipeline import PreparedCall, execute_call, run_calls
 from app.tools.reach import Roots
 
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
+# How many times a batch's end is tried again because what held it back ended meanwhile.
+MAX_ENDS = 5
 
 
 def run(rt: Runtime, turn_id: str, step: int, handed: Handoff | None = None) -> None:
@@ -230,9 +232,14 @@ def _advance(
     finish. `ws` is the workstream as the batch read it."""
     with ordered(rt, ws.id) as out:
         handed = _hand_on(rt, out, fence, ws, step, read_paths, ran)
-        while handed is None and _stop_or_park(rt, out, fence, ws, step, read_paths, ran):
+        for _ in range(MAX_ENDS):
+            if handed is not None or not _stop_or_park(rt, out, fence, ws, step, read_paths, ran):
+                break
             ran = None  # stored by `_stop_or_park`
             handed = _hand_on(rt, out, fence, ws, step, read_paths, ran)
+        else:
+            if handed is None:  # what held the batch back kept coming back: a bug
+                raise RuntimeError(f"turn {fence.turn_id}: its batch could not end")
     if handed is not None:
         rt.queue.model_step(fence.turn_id, handed.step, handed.claim)
 
