@@ -199,7 +199,9 @@ def _stores(n: int, waiting: bool, keep: bool, approves_all: bool, grown: bool, 
         "handed",
         lambda ref: (
             update(Turn)
-            .where(col(Turn.id) == ref("held", "id"))
+            .where(
+                col(Turn.id) == ref("held", "id"), *leases.fenced_at(TurnPhase.MODEL)
+            )  # the state it leaves
             .values(
                 phase=TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS, **leases.handed_on(keep, ref.clock)
             )

@@ -325,7 +325,9 @@ def _ends(keep: bool, grown: bool, ran: bool) -> Steps:
         "handed",
         lambda ref: (
             update(Turn)
-            .where(col(Turn.id) == ref("held", "id"))
+            .where(
+                col(Turn.id) == ref("held", "id"), *leases.fenced_at(TurnPhase.TOOLS)
+            )  # the state it leaves
             .values(
                 phase=TurnPhase.MODEL,
                 step=bindparam("next_step"),
