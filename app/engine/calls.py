@@ -19,7 +19,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, update
+import sqlalchemy
+from sqlalchemy import (
+    DateTime,
+    Insert,
+    Update,
+    bindparam,
+    case,
+    exists,
+    func,
+    insert,
+    literal,
+    null,
+    or_,
+    update,
+)
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
@@ -30,7 +44,7 @@ from app.events import EventType, Fence
 from app.mcp.names import approval_label
 from app.metrics import recording
 from app.runtime import Runtime
-from app.storage.database import insert_row, update_rows
+from app.storage.database import typed, update_rows
 from app.storage.models import (
     FINAL_CALL_STATUSES,
     CallStatus,
@@ -279,38 +293,88 @@ def close_open(s: Session, rows: list[ToolCall], by: str, failure: str | None = 
 # -- results for the model and for clients ---------------------------------------------
 
 
-def answer(
-    s: Session, turn: Turn, step: int, rows: list[ToolCall] | None = None, answered: set[str] | None = None
-) -> None:
+def answer(s: Session, turn: Turn, step: int) -> None:
     """A tool message for every ended call of the batch that has none yet, in the model's
     order: a conversation whose assistant message asks for calls must answer each one,
-    or every later request for it is refused by the provider. `rows`: the batch, when the
-    caller's transaction has it already; `answered`: the call ids that have their message,
-    when the caller knows (else they are read)."""
-    rows = batch(s, turn.id, step) if rows is None else rows
-    if answered is None:
-        stored = s.exec(
-            select(Message.tool_call_id).where(
-                Message.turn_id == turn.id,
-                Message.role == "tool",
-                col(Message.tool_call_id).in_([r.call_id for r in rows]),
-            )
-        ).all()
-        answered = {call_id for call_id in stored if call_id is not None}
-    for row in rows:
-        if row.status not in FINAL_CALL_STATUSES or row.call_id in answered:
-            continue
-        insert_row(
-            s,
-            Message,
-            ws_id=turn.ws_id,
-            turn_id=turn.id,
-            role="tool",
-            tool_call_id=row.call_id,
-            name=row.func_name,
-            content=row.output or "",
-            is_error=row.is_error,
+    or every later request for it is refused by the provider."""
+    s.flush()
+    s.connection().execute(
+        answering(bindparam("answer_turn"), bindparam("answer_step"), None, None),
+        {"answer_turn": turn.id, "answer_step": step, "now": utcnow()},
+    )
+
+
+def answering(turn_id: Any, step: Any, finished_row: Any, feedback: Any, after: Any = None) -> Insert:
+    """`answer` as a statement, for a transition's steps (`app.engine.steps`): the batch of
+    `step` of turn `turn_id` (either may be the row of an earlier step); `finished_row`, the
+    call that step finished with the parameters `call_output` and `call_is_error` (on
+    PostgreSQL the statement's other steps read the call as it was before it ran), and the
+    turn's `feedback`, a user message after the results; only `after` an earlier step's row,
+    when given. The parameter `now` is their time."""
+    c = ToolCall.__table__  # type: ignore[attr-defined]
+    content: Any = func.coalesce(c.c.output, "")
+    is_error: Any = c.c.is_error
+    ended: Any = c.c.status.in_(sorted(FINAL_CALL_STATUSES))
+    if finished_row is not None:
+        just = c.c.id == finished_row
+        content = case((just, typed(ToolCall, "output", "call_output")), else_=content)
+        is_error = case((just, typed(ToolCall, "is_error", "call_is_error")), else_=is_error)
+        ended = or_(ended, just)
+    answered = exists().where(
+        col(Message.turn_id) == c.c.turn_id,
+        col(Message.role) == "tool",
+        col(Message.tool_call_id) == c.c.call_id,
+    )
+    tool = sqlalchemy.select(
+        c.c.ws_id,
+        c.c.turn_id,
+        literal("tool").label("role"),
+        c.c.call_id.label("tool_call_id"),
+        c.c.func_name.label("name"),
+        content.label("content"),
+        is_error.label("is_error"),
+        c.c.position.label("position"),
+    ).where(c.c.turn_id == turn_id, c.c.step == step, ended, ~answered)
+    gate = [after.is_not(None)] if after is not None else []
+    tool = tool.where(*gate)
+    if feedback is not None:  # after every result, whatever their positions
+        said = sqlalchemy.select(
+            _SAID_BY_TURN.c.ws_id,
+            _SAID_BY_TURN.c.id,
+            literal("user"),
+            null(),
+            null(),
+            feedback,
+            sqlalchemy.false(),
+            literal(2**31 - 1),
+        ).where(_SAID_BY_TURN.c.id == turn_id, feedback.is_not(None), *gate)
+        tool = sqlalchemy.union_all(tool, said)  # type: ignore[assignment]
+    rows = tool.subquery("answers")
+    names = ["ws_id", "turn_id", "role", "tool_call_id", "name", "content", "is_error"]
+    ordered_rows = sqlalchemy.select(
+        *(rows.c[n] for n in names), bindparam("now", type_=DateTime())
+    ).order_by(rows.c.position)
+    stored = insert(Message).from_select([*names, "created_at"], ordered_rows, include_defaults=False)
+    return stored.returning(col(Message.id))
+
+
+_SAID_BY_TURN = Turn.__table__  # type: ignore[attr-defined]
+
+
+def finishing(turn_id: Any) -> Update:
+    """`finish` of the running call `call_row` of turn `turn_id`, as a transition's step: its
+    result the parameters `call_<column>` of `finished` give."""
+    values = {column: typed(ToolCall, column, f"call_{column}") for column in finished("", False)}
+    return (
+        update(ToolCall)
+        .where(
+            col(ToolCall.id) == bindparam("call_row"),
+            col(ToolCall.turn_id) == turn_id,
+            col(ToolCall.status) == CallStatus.RUNNING,
         )
+        .values(**values)
+        .returning(col(ToolCall.id))
+    )
 
 
 def announce(rt: Runtime, row: ToolCall, fence: Fence | None = None, out: Outbox | None = None) -> None:
@@ -371,11 +435,7 @@ def finish_waiting(
 
 
 def has_waiting(s: Session, turn_id: str, step: int) -> bool:
-    return any_waiting(batch(s, turn_id, step))
-
-
-def any_waiting(rows: list[ToolCall]) -> bool:
-    return any(r.status == CallStatus.WAITING for r in rows)
+    return any(r.status == CallStatus.WAITING for r in batch(s, turn_id, step))
 
 
 def resume(rt: Runtime, s: Session, turn_id: str) -> bool:

@@ -43,29 +43,16 @@ FAILED_ANSWER = "Error: the sub-agent failed: {error}"
 PASSING_FAULTS = (sa_exc.OperationalError, sa_exc.InterfaceError, redis.RedisError)
 
 
-def record_end(
-    s: Session,
-    out: Outbox,
-    turn: Turn,
-    status: str,
-    error: str | None,
-    answers_parent: bool,
-    has_children: bool,
-) -> None:
-    """Inside the transaction that ends `turn`: a child (`answers_parent`: a sub-agent's turn)
-    records its answer; a turn that started children (`has_children`) has those still running
-    stopped once the end is committed. The caller has read both."""
-    if answers_parent:
-        output, is_error = _answer(s, turn, status, error)
-        s.exec(
-            update(Workstream)
-            .where(col(Workstream.id) == turn.ws_id, col(Workstream.task_output).is_(None))
-            .values(task_output=output, task_is_error=is_error)
-        )
-        child_id = turn.ws_id
-        out.after(lambda rt: _quietly(rt, "delivering the answer of sub-agent", child_id, deliver))
-    if has_children:
-        stop_children_after(out, turn.id)
+def record_end(s: Session, out: Outbox, turn_id: str, ws_id: str, status: str, error: str | None) -> None:
+    """Inside the transaction that ends a sub-agent's turn `turn_id`: its answer is recorded on
+    its workstream, and handed to its parent's waiting call once the end is committed."""
+    output, is_error = _answer(s, turn_id, status, error)
+    s.exec(
+        update(Workstream)
+        .where(col(Workstream.id) == ws_id, col(Workstream.task_output).is_(None))
+        .values(task_output=output, task_is_error=is_error)
+    )
+    out.after(lambda rt: _quietly(rt, "delivering the answer of sub-agent", ws_id, deliver))
 
 
 def stop_children_after(out: Outbox, turn_id: str) -> None:
@@ -73,12 +60,12 @@ def stop_children_after(out: Outbox, turn_id: str) -> None:
     out.after(lambda rt: _quietly(rt, "stopping the sub-agents of turn", turn_id, stop_children))
 
 
-def _answer(s: Session, turn: Turn, status: str, error: str | None) -> tuple[str, bool]:
+def _answer(s: Session, turn_id: str, status: str, error: str | None) -> tuple[str, bool]:
     if status == TurnStatus.ERROR:
         return FAILED_ANSWER.format(error=error or "unknown error"), True
     last = s.exec(
         select(Message.content)
-        .where(Message.turn_id == turn.id, Message.role == "assistant")
+        .where(Message.turn_id == turn_id, Message.role == "assistant")
         .order_by(col(Message.id).desc())
         .limit(1)
     ).first()

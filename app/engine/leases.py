@@ -57,25 +57,6 @@ def count_failure(rt: Runtime, fence: Fence) -> None:
         )
 
 
-def hand_on(rt: Runtime, turn: Turn, task: str) -> Fence | None:
-    """Inside the transaction that hands `turn` on to its next phase, `task` (its phase and
-    step already set): let this phase's claim go; or, when this task will run that phase
-    itself (`TaskQueue.will_keep`), claim it in the same write, so that it starts without a
-    claim of its own. The new claim's fence, for the hand-off to carry, or None.
-
-    A claim made so is an ordinary one: should this worker die before its heartbeat starts,
-    it goes stale and the sweeper sends the phase again; one that ends up sent instead of
-    run (the worker began shutting down) is released first (`release`)."""
-    if rt.queue.will_keep(turn.id, task):
-        turn.attempt += 1
-        turn.step_claims = 1
-        turn.step_failures = 0
-        turn.heartbeat_at = rt.db.now()
-        return Fence(turn.id, turn.attempt)
-    let_go(turn)
-    return None
-
-
 def fenced_at(phase: str) -> list[ColumnElement[bool]]:
     """The conditions under which a transition run as statements of its own may write: its turn
     (the parameter `fenced_turn`) still under its fence (`fenced_attempt`), active, in `phase`
@@ -96,10 +77,15 @@ def fenced_values(fence: Fence, step: int) -> dict[str, Any]:
 
 
 def handed_on(keep: bool, now: Any) -> dict[str, Any]:
-    """What `hand_on` sets, and the phase's start and enqueue times its callers set, as the
-    values of an UPDATE of the turn's row (for a transition run as statements of its own): the
-    next phase claimed for this task when it `keep`s that phase, else let go; `now` is the lease
-    clock as the statement has it."""
+    """The values of an UPDATE of the turn's row that hands it on to its next phase (its phase
+    and step set beside them): claimed for this task when it `keep`s that phase
+    (`TaskQueue.will_keep`), so that it starts without a claim of its own, else let go (no
+    live claim left on it, its claims counted from zero); the phase's start and enqueue times.
+    `now` is the lease clock as the statement has it.
+
+    A claim made so is an ordinary one: should this worker die before its heartbeat starts,
+    it goes stale and the sweeper sends the phase again; one that ends up sent instead of
+    run (the worker began shutting down) is released first (`release`)."""
     return {
         "attempt": Turn.attempt + 1 if keep else Turn.attempt,
         "step_claims": 1 if keep else 0,

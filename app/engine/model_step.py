@@ -8,31 +8,25 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from app.engine import calls, conversation, one_call, prompt, subagents, turns
+from app.engine import asked, calls, conversation, prompt, subagents, turns
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced, hand_on, let_go
+from app.engine.leases import fenced
 from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
 from app.engine.streaming import Coalescer, StreamMark
 from app.events import EventType, Fence, NewEvent
-from app.metrics import recording
 from app.providers import ModelError, stream_reply
 from app.providers.anthropic_format import referenced_tools
 from app.runtime import Runtime
 from app.settings import ModelSettings
-from app.storage.database import insert_row
 from app.storage.models import (
-    CallStatus,
-    Message,
     ToolCall,
-    Turn,
     TurnPhase,
     TurnStatus,
     Workstream,
-    WorkstreamState,
 )
 from app.storage.types import storable
-from app.taskqueue import TOOL_BATCH_TASK, Handoff
+from app.taskqueue import Handoff
 from app.tools import native_search, search_plan, tool_search
 from app.tools import toolset as toolsets
 from app.tools.base import ToolContext
@@ -40,6 +34,8 @@ from app.tools.pipeline import PreparedCall, prepare_call
 from app.tools.reach import Roots
 
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
+# How many times an answer's calls are decided again because the workstream changed meanwhile.
+MAX_DECISIONS = 5
 
 
 @dataclass
@@ -180,10 +176,10 @@ def _store_reply(
 ) -> None:
     """Store the answer; without tool calls the turn ends (`end_as`), else its calls park or run.
 
-    A cancel requested while the answer streamed is seen here, in the same transaction
-    that would park the turn: the calls are dropped and the turn ends cancelled."""
-    asked = reply.tool_calls if end_as != TurnStatus.CANCELLED else []  # nobody will run them
-    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, step, asked)
+    A cancel requested while the answer streamed is seen here, by the transition that would
+    store the calls: they are dropped and the turn ends cancelled."""
+    requested = reply.tool_calls if end_as != TurnStatus.CANCELLED else []  # nobody will run them
+    prepared, read_paths = _prepare_all(rt, ws, tools, fence.turn_id, step, requested)
     answer = {
         "content": "".join(reply.content),
         "reasoning": "".join(reply.reasoning) or None,
@@ -193,17 +189,9 @@ def _store_reply(
     is_plain = not prepared and end_as == TurnStatus.DONE and not _found(tools, reply, prepared)
     with ordered(rt, ws.id) as out:
         mark.send_with(out)
-        if is_plain and turns.end_with_answer(rt, out, fence, ws.id, answer):
+        if is_plain and turns.end_with_answer(rt, out, fence, ws, answer):
             return
-        going = None
-        # One call and nothing to merge into the workstream (read paths, tools found): at once.
-        alone = end_as == TurnStatus.DONE and len(prepared) == 1 and read_paths <= set(ws.read_paths)
-        if alone and not _found(tools, reply, prepared):
-            p, requested = prepared[0]
-            asked_as, version = _as_message_call(p, requested), _version(tools, p)
-            going = one_call.store_at_once(rt, out, fence, ws, step, p, asked_as, version, answer)
-        if going is None:
-            going = _store(rt, out, fence, ws, tools, reply, step, prepared, read_paths, answer, end_as)
+        going = _store(rt, out, fence, ws, tools, reply, step, prepared, read_paths, answer, end_as)
     if going is not None:
         rt.queue.tool_batch(fence.turn_id, step, *going)
 
@@ -221,26 +209,56 @@ def _store(
     answer: dict[str, Any],
     end_as: TurnStatus,
 ) -> tuple[Fence | None, calls.StartedCall | None] | None:
-    """`_store_reply` the general way, in a fenced transaction: the batch's claim and started
-    call when its calls go on (`_park_or_go`), None when they wait or the turn ended."""
-    with fenced(rt, fence) as (s, turn):
-        if end_as == TurnStatus.CANCELLED or turn.cancel_requested:
-            end_as, prepared = TurnStatus.CANCELLED, []
-        asked_as = [_as_message_call(p, c) for p, c in prepared] or None
-        stored = {"ws_id": ws.id, "turn_id": turn.id, "role": "assistant", "tool_calls": asked_as}
-        insert_row(s, Message, **stored, **answer)
-        found = _found(tools, reply, prepared)
-        if found or prepared:  # what they change is merged into the workstream as it now is
+    """`_store_reply`: the answer with its calls (`asked.store`), decided again from the
+    workstream as it now is should that decline; or the turn's end with the answer (no calls,
+    or a cancel asked). The batch's claim and started call when its calls go on, None when
+    they wait or the turn ended."""
+    found = _found(tools, reply, prepared)
+    for tried in range(MAX_DECISIONS + 1):
+        if not prepared or end_as != TurnStatus.DONE:
+            break
+        if tried == MAX_DECISIONS:  # the turn keeps changing under the fence: a bug
+            raise RuntimeError(f"turn {fence.turn_id}: its calls could not be stored")
+        decided = _decided(ws, tools, fence.turn_id, step, prepared, read_paths, found)
+        going = asked.store(rt, out, fence, ws, step, decided, answer)
+        if going is not False:
+            return going
+        with fenced(rt, fence) as (s, turn):  # why not: a cancel, or the workstream changed
+            if turn.cancel_requested:
+                end_as, prepared = TurnStatus.CANCELLED, []
             fresh = s.get(Workstream, ws.id, populate_existing=True)
             assert fresh is not None
             ws = fresh
-        if found:
-            ws.expanded_tools = tool_search.expanded(ws.expanded_tools, found)
-            s.add(ws)
-        if not prepared:
-            turns.end_turn(s, out, turn, end_as, fence=fence)
-            return None
-        return _park_or_go(rt, s, out, fence, ws, turn, tools, step, prepared, read_paths)
+    with fenced(rt, fence) as (s, turn):
+        if turn.cancel_requested:
+            end_as = TurnStatus.CANCELLED
+        if found:  # merged into the workstream as it now is
+            fresh = s.get(Workstream, ws.id, populate_existing=True)
+            assert fresh is not None
+            fresh.expanded_tools = tool_search.expanded(fresh.expanded_tools, found)
+            s.add(fresh)
+        turns.end_turn(s, out, turn, end_as, fence=fence, answer=answer)
+    return None
+
+
+def _decided(
+    ws: Workstream,
+    tools: toolsets.ToolSet,
+    turn_id: str,
+    step: int,
+    prepared: list[tuple[PreparedCall, Any]],
+    read_paths: set[str],
+    found: list[str],
+) -> asked.Asked:
+    """The answer's calls decided as `ws` stands, and what they add to it."""
+    rows = [calls.new_row(ws, turn_id, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
+    return asked.Asked(
+        rows=rows,
+        asked_as=[_as_message_call(p, c) for p, c in prepared],
+        read_paths=sorted(set(ws.read_paths) | read_paths),
+        expanded_tools=tool_search.expanded(ws.expanded_tools, found) if found else None,
+        known=[tools.tool(r.func_name) is not None for r in rows],
+    )
 
 
 def _found(tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedCall, Any]]) -> list[str]:
@@ -248,55 +266,6 @@ def _found(tools: toolsets.ToolSet, reply: Reply, prepared: list[tuple[PreparedC
     called one): they join the workstream's expanded tools, as `tool_search` would add them."""
     named = referenced_tools(reply.server_blocks) + [p.func_name for p, _c in prepared if p.error is None]
     return [name for name in named if tools.is_deferred(name)]
-
-
-def _park_or_go(
-    rt: Runtime,
-    s: Any,
-    out: Outbox,
-    fence: Fence,
-    ws: Workstream,
-    turn: Turn,
-    tools: toolsets.ToolSet,
-    step: int,
-    prepared: list[tuple[PreparedCall, Any]],
-    read_paths: set[str],
-) -> tuple[Fence | None, calls.StartedCall | None] | None:
-    """Inside the reply's transaction: store the calls and say what they are. None when some
-    call waits for a person; else the batch's claim when this task runs it next (`hand_on`),
-    and then a batch of one call that needs nobody is started here too (stored running)."""
-    rows = [calls.new_row(ws, turn.id, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
-    waiting = any(r.status == CallStatus.PENDING for r in rows)
-    turn.phase = TurnPhase.APPROVAL if waiting else TurnPhase.TOOLS
-    claim, started = None, None
-    if waiting:
-        let_go(turn)
-    else:
-        claim = hand_on(rt, turn, TOOL_BATCH_TASK)
-    if claim is not None and len(rows) == 1 and rows[0].status == CallStatus.APPROVED:
-        calls.start_as_handed_on(rows[0])
-        started = calls.StartedCall(ws, rows[0])
-    s.add_all(rows)
-    turn.phase_started_at = turn.enqueued_at = rt.db.now()
-    s.add(turn)
-    ws.read_paths = sorted(set(ws.read_paths) | read_paths)
-    state = WorkstreamState.ATTENTION if waiting else WorkstreamState.RUNNING
-    ws.state = state
-    s.add(ws)
-    out.add(
-        EventType.APPROVE_REQUEST if waiting else EventType.TOOL_INFO,
-        turn_id=turn.id,
-        fence=fence,
-        step=step,
-        items=[calls.item(r) for r in rows],
-    )
-    for r in rows:
-        if r.status == CallStatus.ERROR:
-            calls.announce(rt, r, fence, out)
-            name = r.func_name if tools.tool(r.func_name) is not None else recording.UNKNOWN_TOOL
-            recording.tool_call_ended(s, name, r.status, r.is_error)
-    out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=state)
-    return None if waiting else (claim, started)
 
 
 def _version(tools: toolsets.ToolSet, p: PreparedCall) -> str | None:

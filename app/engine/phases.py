@@ -30,7 +30,7 @@ def run_phase(
     body: Callable[[Fence, CancelCheck], None],
     claimed_by_hand_off: Fence | None = None,
 ) -> None:
-    """Claim the phase (unless the hand-off to it claimed it for this task: `leases.hand_on`),
+    """Claim the phase (unless the hand-off to it claimed it for this task: `leases.handed_on`),
     keep the claim alive while `body` runs, stop quietly once superseded."""
     claimed = (
         claim(rt, turn_id, phase, step) if claimed_by_hand_off is None else Claim(claimed_by_hand_off, 1, 0)

@@ -9,28 +9,32 @@ and moves on to the next model step.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from typing import NamedTuple
 
-from sqlmodel import Session
+from sqlalchemy import bindparam, exists, update
+from sqlmodel import Session, col, select
 
-from app.engine import batch_end, calls, subagents, turns
-from app.engine.batch_end import HandedOn
+from app.engine import calls, leases, subagents, turns
 from app.engine.calls import RUNNER, StartedCall
 from app.engine.cancellation import CancelCheck
-from app.engine.leases import fenced, hand_on, let_go
+from app.engine.leases import fenced, let_go
 from app.engine.outbox import Outbox, ordered
 from app.engine.phases import run_phase
+from app.engine.steps import Step, Steps, run_alone
 from app.engine.streaming import Coalescer
 from app.events import EventType, Fence
 from app.runtime import Runtime
+from app.storage.database import typed
 from app.storage.models import (
     CallStatus,
-    Message,
     ToolCall,
     Turn,
     TurnPhase,
     TurnStatus,
     Workstream,
     WorkstreamState,
+    utcnow,
 )
 from app.taskqueue import MODEL_STEP_TASK, Handoff
 from app.tools import toolset as toolsets
@@ -40,6 +44,8 @@ from app.tools.pipeline import PreparedCall, execute_call, run_calls
 from app.tools.reach import Roots
 
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
+# How many times a batch's end is tried again because what held it back ended meanwhile.
+MAX_ENDS = 5
 
 
 def run(rt: Runtime, turn_id: str, step: int, handed: Handoff | None = None) -> None:
@@ -69,7 +75,7 @@ def _run_started(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck, s
             calls.announce(rt, row, fence)
         return _advance(rt, fence, ws, step, read_paths)
     ran = _run_one(rt, fence, ws, row, read_paths, cancelled, hold_result=True, started=True)
-    _advance(rt, fence, ws, step, read_paths, ran, only=True)
+    _advance(rt, fence, ws, step, read_paths, ran)
 
 
 def _batch(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
@@ -221,19 +227,29 @@ def _advance(
     step: int,
     read_paths: set[str],
     ran: Ran | None = None,
-    only: bool = False,
 ) -> None:
-    """Store every result as a tool message (`ran`: a call's result not yet stored; `only`: it
-    is the batch's only call), then the next model step (or the cancelled end); with calls
-    still waiting, park the turn until they finish. `ws` is the workstream as the batch read it."""
+    """Store every result as a tool message (`ran`: a call's result not yet stored), then the
+    next model step (or the cancelled end); with calls still waiting, park the turn until they
+    finish. `ws` is the workstream as the batch read it."""
     with ordered(rt, ws.id) as out:
-        handed = None
-        if ran is not None and only and read_paths <= set(ws.read_paths):  # the common end
-            handed = batch_end.hand_on_at_once(rt, out, fence, ws.id, step, *ran)
-        if handed is None:
-            handed = _hand_on(rt, out, fence, ws, step, read_paths, ran, only)
+        handed = _hand_on(rt, out, fence, ws, step, read_paths, ran)
+        for _ in range(MAX_ENDS):
+            if handed is not None or not _stop_or_park(rt, out, fence, ws, step, read_paths, ran):
+                break
+            ran = None  # stored by `_stop_or_park`
+            handed = _hand_on(rt, out, fence, ws, step, read_paths, ran)
+        else:
+            if handed is None:  # what held the batch back kept coming back: a bug
+                raise RuntimeError(f"turn {fence.turn_id}: its batch could not end")
     if handed is not None:
         rt.queue.model_step(fence.turn_id, handed.step, handed.claim)
+
+
+class HandedOn(NamedTuple):
+    """The batch has ended and its turn gone on to `step`; `claim` when this task runs it next."""
+
+    step: int
+    claim: Fence | None
 
 
 def _hand_on(
@@ -244,41 +260,123 @@ def _hand_on(
     step: int,
     read_paths: set[str],
     ran: Ran | None,
-    only: bool,
 ) -> HandedOn | None:
-    """`_advance` the general way, in a fenced transaction; None when the turn parked or ended."""
-    ws_id = ws.id
+    """The batch's end when it goes on (`_ENDS`): None, with nothing written, when the fence
+    is gone, a cancel was asked or a call still waits."""
+    keep = rt.queue.will_keep(fence.turn_id, MODEL_STEP_TASK)
+    grown = not read_paths <= set(ws.read_paths)
+    row, outcome = ran if ran is not None else (None, None)
+    result = calls.finished(outcome.output, outcome.is_error) if outcome is not None else {}
+    values = {
+        **leases.fenced_values(fence, step),
+        "next_step": step + 1,
+        "now": utcnow(),
+        "call_row": row.id if row is not None else None,
+        **{f"call_{key}": result.get(key) for key in calls.finished("", False)},
+        "ws_read_paths": sorted(set(ws.read_paths) | read_paths),
+    }
+    done = run_alone(rt.db, _ends(keep, grown, row is not None), values)
+    if done is None:
+        return None
+    if row is not None and done.first("finished") is not None:
+        calls.moved(None, row, result)  # committed already
+        calls.announce(rt, row, fence, out)
+    out.add(EventType.STATE_CHANGE, turn_id=fence.turn_id, fence=fence, state=WorkstreamState.THINKING)
+    return HandedOn(step + 1, Fence(fence.turn_id, fence.attempt + 1) if keep else None)
+
+
+@cache  # built when first run, for the cases a worker meets
+def _ends(keep: bool, grown: bool, ran: bool) -> Steps:
+    """A batch's end, going on to the next model step: the turn locked under its fence at this
+    batch, with no cancel asked and no call waiting; the call it `ran` (`call_row`) finished,
+    if still running; a tool message for every ended call with none yet, then the turn's
+    feedback; the turn handed on (`keep`: claimed for this task); the workstream `thinking`
+    (`grown`: with the read paths the batch's calls added).
+
+    On PostgreSQL the calls are read as the statement began, and a writer that ended the call
+    (`calls.finish_waiting`, a failing attempt's clean-up) may commit while the statement waits
+    for the turn: the call is then no longer running, nothing is written, and the caller reads
+    the batch again (`_stop_or_park`)."""
+    waiting = exists().where(
+        col(ToolCall.turn_id) == col(Turn.id),
+        col(ToolCall.step) == bindparam("fenced_step"),
+        col(ToolCall.status) == CallStatus.WAITING,
+    )
+    held = Step(
+        "held",
+        lambda ref: (
+            select(col(Turn.id), col(Turn.ws_id), col(Turn.feedback))
+            .where(*leases.fenced_at(TurnPhase.TOOLS), ~waiting)
+            .with_for_update()
+        ),
+    )
+    finished = [Step("finished", lambda ref: calls.finishing(ref("held", "id")))] if ran else []
+    answered = Step(
+        "answered",
+        lambda ref: calls.answering(
+            ref("held", "id"),
+            bindparam("fenced_step"),
+            ref("finished", "id") if ran else None,
+            ref("held", "feedback"),
+            after=ref("finished", "id") if ran else ref("held", "id"),
+        ),
+        required=False,
+    )
+    handed = Step(
+        "handed",
+        lambda ref: (
+            update(Turn)
+            .where(
+                col(Turn.id) == ref("held", "id"), *leases.fenced_at(TurnPhase.TOOLS)
+            )  # the state it leaves
+            .values(
+                phase=TurnPhase.MODEL,
+                step=bindparam("next_step"),
+                feedback=None,
+                **leases.handed_on(keep, ref.clock),
+            )
+            .returning(col(Turn.id), col(Turn.ws_id))
+        ),
+    )
+    paths = {"read_paths": typed(Workstream, "read_paths", "ws_read_paths")} if grown else {}
+    thinking = Step(
+        "thinking",
+        lambda ref: (
+            update(Workstream)
+            .where(col(Workstream.id) == ref("handed", "ws_id"))
+            .values(state=WorkstreamState.THINKING, updated_at=bindparam("now"), **paths)
+            .returning(col(Workstream.id))
+        ),
+    )
+    return Steps([held, *finished, answered, handed, thinking])
+
+
+def _stop_or_park(
+    rt: Runtime,
+    out: Outbox,
+    fence: Fence,
+    ws: Workstream,
+    step: int,
+    read_paths: set[str],
+    ran: Ran | None,
+) -> bool:
+    """Where the batch does not go on: its result stored, then the turn ends cancelled (every
+    call not yet ended ends now), or parks while a call waits. True when neither holds any more
+    (what held the batch back ended meanwhile): the caller hands it on after all."""
     with fenced(rt, fence) as (s, turn):
-        finished = ran[0] if ran is not None and _finish(s, *ran) else None
-        if finished is not None:
-            calls.announce(rt, finished, fence, out)
-        if finished is not None and only and not turn.cancel_requested:
-            # The batch is that call, and it ended just now: no message answers it yet.
-            calls.answer(s, turn, step, [finished], answered=set())
-        elif turn.cancel_requested:  # every call not yet ended ends now
+        if ran is not None and _finish(s, *ran):
+            calls.announce(rt, ran[0], fence, out)
+        if turn.cancel_requested:
             for row in calls.close_open(s, calls.batch(s, turn.id, step), by="cancel"):
                 calls.announce(rt, row, fence, out)
-            calls.answer(s, turn, step)  # read again: a waiting call may have ended beside the cancel
-        elif calls.any_waiting(rows := calls.batch(s, turn.id, step)):
-            _park(rt, s, turn, ws, read_paths)
-            return None
-        else:
-            calls.answer(s, turn, step, rows)  # none waiting: every call had ended when read
-        if turn.feedback:
-            s.add(Message(ws_id=ws_id, turn_id=turn.id, role="user", content=turn.feedback))
-            turn.feedback = None
-        _keep_read_paths(s, ws, read_paths)
-        if turn.cancel_requested:
+            calls.answer(s, turn, step)
+            _keep_read_paths(s, ws, read_paths)
             turns.end_turn(s, out, turn, TurnStatus.CANCELLED, fence=fence)
-            return None
-        turn.step = step + 1
-        turn.phase = TurnPhase.MODEL
-        claim = hand_on(rt, turn, MODEL_STEP_TASK)
-        turn.phase_started_at = turn.enqueued_at = rt.db.now()
-        s.add(turn)
-        turns.set_state(s, ws_id, WorkstreamState.THINKING)
-        out.add(EventType.STATE_CHANGE, turn_id=turn.id, fence=fence, state=WorkstreamState.THINKING)
-    return HandedOn(step + 1, claim)
+            return False
+        if calls.has_waiting(s, turn.id, step):
+            _park(rt, s, turn, ws, read_paths)
+            return False
+    return True
 
 
 def _park(rt: Runtime, s: Session, turn: Turn, ws: Workstream, read_paths: set[str]) -> None:

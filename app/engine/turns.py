@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import CTE, Insert, bindparam, exists, func, insert, literal, update
+from sqlalchemy import DateTime, Insert, bindparam, case, exists, insert, literal, null, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from app.engine import fanin
 from app.engine.outbox import Defer, Outbox, ordered
+from app.engine.steps import Done, Ref, Step, Steps, run_alone
 from app.errors import ConflictError, NotFoundError, PayloadTooLargeError
 from app.events import EventType, Fence
 from app.metrics import recording
 from app.runtime import Runtime
-from app.storage.database import Database, insert_row, typed, update_rows
+from app.storage.database import typed
 from app.storage.models import (
     Message,
     Turn,
@@ -49,7 +53,7 @@ class Sent:
 @dataclass(frozen=True)
 class _NewTurn:
     """A message about to be stored as a turn: the columns it is stored with (the rest take
-    their defaults). A turn row is made of it only where the ORM needs one."""
+    their defaults)."""
 
     id: str
     ws_id: str
@@ -57,9 +61,6 @@ class _NewTurn:
     origin: str
     idempotency_key: str | None
     created_at: datetime
-
-    def row(self) -> Turn:
-        return Turn(**asdict(self))
 
 
 def send(
@@ -71,7 +72,7 @@ def send(
     defer: Defer | None = None,
 ) -> Sent:
     """Store the message as a turn and, in the same transaction, start it if the workstream is
-    idle; else it is queued behind the active one.
+    idle with nothing queued; else it is queued behind the active one (or the oldest waiting).
 
     With an `idempotency_key`, a send repeated with the same key (a client's retry
     after a lost response) returns the turn the first one stored, and stores nothing.
@@ -85,99 +86,51 @@ def send(
     if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
         return Sent(earlier.id, TurnStatus(earlier.status))
     turn = _NewTurn(new_id(), ws_id, message, origin, idempotency_key, utcnow())
-    for attempt in range(MAX_ACTIVATION_RACES + 1):
-        try:
-            # The last attempt only stores the turn: the sweeper starts whatever stays queued.
-            started = _store(rt, turn, start=attempt < MAX_ACTIVATION_RACES, defer=defer)
-        except _AlreadyStarted:
-            continue  # rolled back, this turn with it: store it again
-        except IntegrityError:
-            # The same key raced in from a second request: the one stored first is the answer.
-            if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
-                raise
-            return Sent(earlier.id, TurnStatus(earlier.status))
-        return Sent(turn.id, TurnStatus.ACTIVE if started == turn.id else TurnStatus.QUEUED)
-    raise AssertionError("unreachable: the last attempt never starts a turn")
+    try:
+        started = _store(rt, turn, defer)
+    except IntegrityError:
+        # The same key raced in from a second request: the one stored first is the answer.
+        if idempotency_key is None or (earlier := _turn_for_key(rt, ws_id, idempotency_key)) is None:
+            raise
+        return Sent(earlier.id, TurnStatus(earlier.status))
+    return Sent(turn.id, TurnStatus.ACTIVE if started else TurnStatus.QUEUED)
 
 
-def _store(rt: Runtime, turn: _NewTurn, start: bool, defer: Defer | None) -> str | None:
-    """One transaction: the new turn, and the start of the workstream's oldest queued turn if
-    none is active (this one, unless an older one waits); the id of the turn it started."""
-    with ordered(rt, turn.ws_id, defer) as out:
-        if start and rt.db.is_postgresql and _start_in_one_statement(rt, out, turn):
-            return turn.id
-        with rt.db.session() as s:
-            if start and not rt.db.is_postgresql and _start_at_once(rt, s, out, turn):
-                return turn.id
-            return _store_in(rt, s, out, turn, start)
-
-
-def _store_in(rt: Runtime, s: Session, out: Outbox, turn: _NewTurn, start: bool) -> str | None:
-    """In the caller's transaction, any case: a workstream that is busy, has turns queued, is a
-    sub-agent's or is not there; the id of the turn it started."""
-    ws = s.get(Workstream, turn.ws_id)
-    if ws is None:
-        raise NotFoundError(f"no workstream {turn.ws_id}")
-    if ws.parent_call_row is not None:  # its one turn is its parent's task
-        raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
-    s.add(turn.row())
-    s.flush()  # an idempotency key's clash shows here, before anything else is done
-    started = _start_oldest(rt, s, out, turn.ws_id) if start else None
-    if started != turn.id:
-        out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
-    return started
-
-
-def _start_at_once(rt: Runtime, s: Session, out: Outbox, turn: _NewTurn) -> bool:
-    """The common case on SQLite, in fewer statements: an idle workstream with nothing queued
-    (not a sub-agent's) takes `turn` as its active one, and the turn is stored started. False,
-    with nothing written, for any other case: the general path sorts it out (and says what is
-    wrong)."""
-    if not _take(s, turn.ws_id, turn.id, at_once=True):
-        return False
-    # Its start times are the lease clock's (`Database.now_bound`); an idempotency key's
-    # clash shows here.
-    s.connection().execute(_started_insert(rt.db), {**asdict(turn), "now": rt.db.now()})
-    _begin(s, out, turn)
-    return True
-
-
-def _start_in_one_statement(rt: Runtime, out: Outbox, turn: _NewTurn) -> bool:
-    """`_start_at_once` on PostgreSQL, as one statement that commits by itself: a round trip
-    where a transaction of three statements took five. Each step of it takes the row the one
-    before returned, so nothing is written unless the workstream was taken; an idempotency
-    key's clash fails it whole."""
-    # No key named as a workstream's column: an UPDATE takes such a parameter as a value to set.
+def _store(rt: Runtime, turn: _NewTurn, defer: Defer | None) -> bool:
+    """The new turn stored (`_SENDS`), started if the workstream is idle with nothing queued on
+    it; whether it started. An idle workstream whose older turn still waits starts that one once
+    this has committed (the oldest goes first)."""
     values = {
-        "ws_id": turn.ws_id,
-        "turn_id": turn.id,
+        **{f"new_{key}": value for key, value in asdict(turn).items()},
+        "message_origin": _stored_origin(turn.origin),
         "now": utcnow(),
-        "message": turn.message,
-        "origin": turn.origin,
-        "idempotency_key": turn.idempotency_key,
-        "created": turn.created_at,
-        "message_origin": _stored_origin(turn),
     }
-    with rt.db.one_statement() as s:
-        taken = s.execute(_START_IN_ONE_STATEMENT, values).first()
-    if taken is None:
+    with ordered(rt, turn.ws_id, defer) as out:
+        # An idempotency key's clash fails it whole.
+        done = run_alone(rt.db, _SENDS, values)
+        if done is None:
+            _refuse(rt, turn.ws_id)
+        assert done is not None
+        if done.first("taken") is not None:
+            recording.turn_started(None)
+            _announce_start(out, turn.id, turn.message, turn.origin)
+            return True
+        out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
+        stored = done.first("stored")
+        assert stored is not None
+        if stored["is_left_idle"]:
+            ws_id = turn.ws_id
+            out.after(lambda rt: activate_next(rt, ws_id))
         return False
-    recording.turn_started(None)
-    _announce_start(out, turn)
-    return True
 
 
-def _started_insert(db: Database) -> Insert:
-    built = _STARTED_INSERTS.get(db.is_postgresql)
-    if built is None:
-        now = db.now_bound()
-        built = _STARTED_INSERTS[db.is_postgresql] = insert(Turn).values(
-            status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=now, enqueued_at=now
-        )
-    return built
-
-
-_STARTED_INSERTS: dict[bool, Insert] = {}
+def _refuse(rt: Runtime, ws_id: str) -> None:
+    """Why a message was not stored: no such workstream, or a sub-agent's."""
+    with rt.db.reader() as s:
+        ws = s.get(Workstream, ws_id)
+    if ws is None:
+        raise NotFoundError(f"no workstream {ws_id}")
+    raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
 
 
 def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
@@ -201,161 +154,192 @@ def activate_next(rt: Runtime, ws_id: str) -> str | None:
 
 
 def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
+    """`_STARTS` in an ordered transaction: the id of the turn it started. `_AlreadyStarted`
+    (rolled back) when a racer moved the turn it picked; on PostgreSQL the pick locks that turn,
+    so a racer has committed before it is read again."""
     with ordered(rt, ws_id) as out, rt.db.session() as s:
-        return _start_oldest(rt, s, out, ws_id)
+        done = _STARTS.run(s, {"start_ws": ws_id, "now": utcnow()})
+        if done is None:
+            return None  # nothing queued, or another turn is active: it starts when that ends
+        started = done.first("started")
+        if started is None:
+            raise _AlreadyStarted(ws_id)  # rolls back the workstream's claim too
+        recording.turn_started(s)
+        _announce_start(out, started["id"], started["message"], started["origin"])
+        return str(started["id"])
 
 
-def _start_oldest(rt: Runtime, s: Session, out: Outbox, ws_id: str) -> str | None:
-    """Inside the caller's ordered transaction: start the workstream's oldest queued turn if no
-    turn is active; its id. `_AlreadyStarted` (the caller rolls back) if a racer started it."""
-    turn = s.exec(
-        select(Turn)
-        .where(Turn.ws_id == ws_id, Turn.status == TurnStatus.QUEUED)
+def _taking(turn_id: Any, ws_id: Any, at_once: bool) -> Step:
+    """The idle workstream `ws_id` takes `turn_id` as its active turn; with `at_once` (a send's
+    new turn) only when it is no sub-agent's and no turn is queued on it (the oldest goes first)."""
+    idle = [col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None)]
+    if at_once:
+        idle += [col(Workstream.parent_call_row).is_(None), ~exists(_queued(ws_id))]
+    return Step(
+        "taken",
+        lambda ref: (
+            update(Workstream)
+            .where(*idle)
+            .values(active_turn_id=turn_id(ref), state=WorkstreamState.THINKING, updated_at=bindparam("now"))
+            .returning(col(Workstream.id), col(Workstream.active_turn_id))
+        ),
+        required=not at_once,
+    )
+
+
+def _saying(message: Callable[[Ref], Any], origin: Callable[[Ref], Any]) -> Step:
+    """The started turn's message joins the conversation (`taken`'s turn)."""
+    names = ["ws_id", "turn_id", "role", "content", "origin", "created_at", "is_error"]
+
+    def said(ref: Ref) -> Any:
+        ws_id, turn_id = ref("taken", "id"), ref("taken", "active_turn_id")
+        row = sqlalchemy.select(
+            ws_id,
+            turn_id,
+            literal("user"),
+            message(ref),
+            origin(ref),
+            bindparam("now", type_=DateTime()),
+            literal(False),
+        ).where(ws_id.is_not(None), turn_id.is_not(None))
+        return insert(Message).from_select(names, row, include_defaults=False).returning(col(Message.id))
+
+    return Step("said", said, required=False)
+
+
+def _queued(ws_id: Any) -> Any:
+    return select(Turn.id).where(col(Turn.ws_id) == ws_id, col(Turn.status) == TurnStatus.QUEUED).limit(1)
+
+
+# A send: the workstream taken for the new turn at once where it may be, the turn stored (started
+# if taken, else queued; not for a missing workstream or a sub-agent's), its message if started.
+_NEW = ["id", "ws_id", "message", "origin", "idempotency_key", "created_at"]
+
+
+def _stored(ref: Ref) -> Any:
+    started = ref("taken", "id").is_not(None)
+    new_ws: Any = bindparam("new_ws_id")
+    row = sqlalchemy.select(
+        *(typed(Turn, column, f"new_{column}") for column in _NEW),
+        case((started, TurnStatus.ACTIVE.value), else_=TurnStatus.QUEUED.value),
+        case((started, TurnPhase.MODEL.value), else_=TurnPhase.WAITING.value),
+        case((started, ref.clock), else_=null()),
+        case((started, ref.clock), else_=null()),
+        *(literal(0) for _ in range(4)),
+        literal(False),
+    ).where(
+        exists(
+            select(Workstream.id).where(
+                col(Workstream.id) == new_ws, col(Workstream.parent_call_row).is_(None)
+            )
+        )
+    )
+    columns = [
+        *_NEW,
+        "status",
+        "phase",
+        "started_at",
+        "enqueued_at",
+        "step",
+        "attempt",
+        "step_claims",
+        "step_failures",
+    ]
+    stored = insert(Turn).from_select([*columns, "cancel_requested"], row, include_defaults=False)
+    # Idle, yet not taken: an older turn waits, and starts first.
+    idle = exists(
+        select(Workstream.id).where(col(Workstream.id) == new_ws, col(Workstream.active_turn_id).is_(None))
+    )
+    return stored.returning(col(Turn.id), sqlalchemy.and_(~started, idle).label("is_left_idle"))
+
+
+_SENDS = Steps(
+    [
+        _taking(lambda ref: bindparam("new_id"), bindparam("new_ws_id"), at_once=True),
+        Step("stored", _stored),
+        _saying(
+            lambda ref: typed(Message, "content", "new_message"),
+            lambda ref: typed(Message, "origin", "message_origin"),
+        ),
+    ]
+)
+
+
+# An activation: the workstream's oldest queued turn picked (and locked), the workstream taken
+# for it if idle, the turn started if still queued, its message.
+def _oldest(ref: Ref) -> Any:
+    return (
+        select(Turn.id)
+        .where(col(Turn.ws_id) == bindparam("start_ws"), col(Turn.status) == TurnStatus.QUEUED)
         .order_by(col(Turn.created_at), col(Turn.id))
         .limit(1)
-    ).first()
-    if turn is None:
-        return None
-    if not _take(s, ws_id, turn.id):
-        return None  # another turn is active; this one starts when it ends
-    now = rt.db.now()
-    started = s.exec(
-        update(Turn)
-        .where(col(Turn.id) == turn.id, col(Turn.status) == TurnStatus.QUEUED)
-        .values(status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=now, enqueued_at=now)
+        .with_for_update()
     )
-    if started.rowcount != 1:
-        raise _AlreadyStarted(turn.id)  # rolls back the workstream's claim too
-    _begin(s, out, turn)
-    return turn.id
 
 
-def _take(s: Session, ws_id: str, turn_id: str, at_once: bool = False) -> bool:
-    """The idle workstream takes `turn_id` as its active turn; with `at_once` (a send's new
-    turn) only when it is no sub-agent's and no turn is queued on it (the oldest goes first)."""
-    params = {"ws_id": ws_id, "turn_id": turn_id, "now": utcnow()}
-    return bool(s.connection().execute(_TAKE_AT_ONCE if at_once else _TAKE, params).rowcount == 1)
+def _started(ref: Ref) -> Any:
+    return (
+        update(Turn)
+        .where(col(Turn.id) == ref("taken", "active_turn_id"), col(Turn.status) == TurnStatus.QUEUED)
+        .values(status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=ref.clock, enqueued_at=ref.clock)
+        .returning(col(Turn.id), col(Turn.message), col(Turn.origin))
+    )
 
 
-# Built once, as every send and every turn's end runs them, and run on the session's connection
-# without the ORM (about half the CPU): nothing pending is flushed first, and a workstream the
-# session loaded is not updated, which no caller reads after.
-_TAKE = (
-    update(Workstream)
-    .where(col(Workstream.id) == bindparam("ws_id"), col(Workstream.active_turn_id).is_(None))
-    .values(active_turn_id=bindparam("turn_id"), state=WorkstreamState.THINKING, updated_at=bindparam("now"))
+def _said_origin(ref: Ref) -> Any:
+    origin = ref("started", "origin")
+    return case((origin == "user", null()), else_=origin)
+
+
+_STARTS = Steps(
+    [
+        Step("oldest", _oldest),
+        _taking(lambda ref: ref("oldest", "id"), bindparam("start_ws"), at_once=False),
+        Step("started", _started, required=False),
+        _saying(lambda ref: ref("started", "message"), _said_origin),
+    ]
 )
-_QUEUED = (
-    select(Turn.id).where(col(Turn.ws_id) == bindparam("ws_id"), Turn.status == TurnStatus.QUEUED).limit(1)
-)
-_TAKE_AT_ONCE = _TAKE.where(col(Workstream.parent_call_row).is_(None), ~exists(_QUEUED))
 
 
 def message_stored(
     role: str, ws_id: Any, turn_id: Any, is_error: str | None = None, **parameters: str
-) -> CTE:
-    """A message inserted by a one-statement transition, for the row a step before it returned
-    (`ws_id` and `turn_id` are that step's columns); each column in `parameters` takes the
-    statement's parameter of that name. No error, unless `is_error` names the parameter that says."""
+) -> Insert:
+    """A message inserted by a transition's step, for the row a step before it returned (`ws_id`
+    and `turn_id` are that step's columns; none when it returned none); each column in
+    `parameters` takes the statement's parameter of that name. No error, unless `is_error` names
+    the parameter that says."""
     names = ["ws_id", "turn_id", "role", *parameters, "is_error"]
     values = [typed(Message, column, name) for column, name in parameters.items()]
     error = typed(Message, "is_error", is_error) if is_error else literal(False)
-    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error)
+    taken = sqlalchemy.select(ws_id, turn_id, literal(role), *values, error).where(
+        ws_id.is_not(None), turn_id.is_not(None)
+    )
     # The column defaults of a nested INSERT are not filled in: every column it needs is named.
     stored = insert(Message).from_select(names, taken, include_defaults=False)
-    return stored.returning(col(Message.id)).cte("stored")
+    return stored.returning(col(Message.id))
 
 
-# `_start_at_once` as one statement (PostgreSQL): the workstream taken, then the turn stored
-# started for the workstream that returned, then its message for the turn that returned; the
-# start times are the server's clock, as `Database.now_bound` gives them there.
-_TAKEN = _TAKE_AT_ONCE.returning(col(Workstream.id)).cte("taken")
-_STARTED = (
-    insert(Turn)
-    .from_select(
-        ["id", "ws_id", "message", "origin", "idempotency_key", "created_at"]
-        + [
-            "status",
-            "phase",
-            "started_at",
-            "enqueued_at",
-            "step",
-            "attempt",
-            "step_claims",
-            "cancel_requested",
-        ],
-        sqlalchemy.select(
-            typed(Turn, "id", "turn_id"),
-            _TAKEN.c.id,
-            typed(Turn, "message"),
-            typed(Turn, "origin"),
-            typed(Turn, "idempotency_key"),
-            typed(Turn, "created_at", "created"),
-            literal(TurnStatus.ACTIVE.value),
-            literal(TurnPhase.MODEL.value),
-            func.clock_timestamp(),
-            func.clock_timestamp(),
-            literal(0),
-            literal(0),
-            literal(0),
-            literal(False),
-        ),
-        include_defaults=False,  # the column defaults of a nested INSERT are not filled in
-    )
-    .returning(col(Turn.id), col(Turn.ws_id))
-    .cte("started")
-)
-_STORED = message_stored(
-    "user",
-    _STARTED.c.ws_id,
-    _STARTED.c.id,
-    content="message",
-    origin="message_origin",
-    created_at="created",
-)
-# A SELECT on top, so that a session runs it as it is (an INSERT on top takes its ORM bulk path).
-_START_IN_ONE_STATEMENT = sqlalchemy.select(_STORED.c.id)
 # What a turn's end leads to, in one read: whether it answers a parent's call (a sub-agent's),
 # sub-agents it started (to stop), a turn queued next.
 _AFTER_END = select(
     col(Workstream.kind),
     col(Workstream.parent_call_row),
     exists(select(Workstream.id).where(col(Workstream.parent_turn_id) == bindparam("turn_id"))),
-    exists(_QUEUED),
+    exists(_queued(bindparam("ws_id"))),
 ).where(col(Workstream.id) == bindparam("ws_id"))
-# The end of a turn frees its workstream.
-_FREE = (
-    update(Workstream)
-    .where(col(Workstream.id) == bindparam("ws_id"), col(Workstream.active_turn_id) == bindparam("turn_id"))
-    .values(active_turn_id=None, state=bindparam("new_state"), updated_at=bindparam("now"))
-)
-# The same, answering what `_AFTER_END` asks. Its reads see the database as the update began;
-# a queued turn stored after that cannot be missed: sends store under the ordering lock the
-# end holds.
-_FREE_TELLING = _FREE.returning(*_AFTER_END.selected_columns)
 
 
-def _begin(s: Session, out: Outbox, turn: Turn | _NewTurn) -> None:
-    """Inside the transaction that starts `turn`: its message joins the conversation, and its
-    first step is sent as soon as the transaction commits (its claim waits for these events)."""
-    recording.turn_started(s)
-    message = {"role": "user", "content": turn.message, "origin": _stored_origin(turn)}
-    insert_row(s, Message, ws_id=turn.ws_id, turn_id=turn.id, **message)
-    _announce_start(out, turn)
-
-
-def _stored_origin(turn: Turn | _NewTurn) -> str | None:
+def _stored_origin(origin: str) -> str | None:
     """A turn that something other than a person started (a watch) says so, stored and shown."""
-    return turn.origin if turn.origin != "user" else None
+    return origin if origin != "user" else None
 
 
-def _announce_start(out: Outbox, turn: Turn | _NewTurn) -> None:
+def _announce_start(out: Outbox, turn_id: str, message: str, origin: str | None) -> None:
     """A started turn's events, and its first step sent once its start has committed."""
-    origin = _stored_origin(turn)
-    marked: dict[str, Any] = {"origin": origin} if origin else {}
-    out.add(EventType.MESSAGE, turn_id=turn.id, role="user", content=turn.message, **marked)
-    out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=WorkstreamState.THINKING)
-    turn_id = turn.id
+    said = _stored_origin(origin) if origin else None
+    marked: dict[str, Any] = {"origin": said} if said else {}
+    out.add(EventType.MESSAGE, turn_id=turn_id, role="user", content=message, **marked)
+    out.add(EventType.STATE_CHANGE, turn_id=turn_id, state=WorkstreamState.THINKING)
     out.on_commit(lambda rt: rt.queue.model_step(turn_id, 0))
 
 
@@ -366,41 +350,179 @@ def end_turn(
     status: TurnStatus,
     error: str | None = None,
     fence: Fence | None = None,
+    answer: dict[str, Any] | None = None,
 ) -> WorkstreamState:
-    """Inside the caller's (fenced, ordered) transaction: close the turn and free the
+    """Inside the caller's (fenced, ordered) transaction: close the turn (with its step's
+    `answer` stored, when given: content, reasoning, usage, server_blocks) and free the
     workstream; the oldest queued turn, if one waits, is started once the events are out."""
-    turn.status = status
-    turn.phase = TurnPhase.FINISHED
-    turn.ended_at = utcnow()
-    turn.heartbeat_at = None
-    turn.error = error
-    s.add(turn)
+    s.flush()  # what the session holds is written first, as an ORM update would
+    done = _ends(answer is not None, fenced=False).run(
+        s, _end_values(turn.id, turn.ws_id, status, error, answer)
+    )
+    if done is None:
+        raise ConflictError(f"turn {turn.id} is not active")
+    ended = done.first("ended")
+    assert ended is not None
+    for key in ("status", "phase", "ended_at", "heartbeat_at", "error"):
+        set_committed_value(turn, key, ended[key])
+    return _ended(s, out, turn.id, turn.ws_id, status, error, fence, done)
+
+
+def end_with_answer(rt: Runtime, out: Outbox, fence: Fence, ws: Workstream, answer: dict[str, Any]) -> bool:
+    """A step's answer without tool calls, stored and ending its turn as done, as a transition
+    of its own (`end_turn`'s steps under the fence: on PostgreSQL one statement that commits by
+    itself, one round trip where a fenced transaction took six). False, with nothing written,
+    where the fence is gone or a cancel was asked, or for a sub-agent's turn, whose answer is
+    recorded for its parent in the same transaction: the caller ends the turn in a fenced
+    transaction, which says what is wrong."""
+    if ws.kind == TASK and ws.parent_call_row is not None:
+        return False
+    values = {
+        **_end_values(fence.turn_id, ws.id, TurnStatus.DONE, None, answer),
+        "fenced_attempt": fence.attempt,
+    }
+    with rt.db.one_statement() as s:
+        done = _ends(True, fenced=True).run(s, values)
+        if done is None:
+            s.rollback()
+            return False
+        _ended(None, out, fence.turn_id, ws.id, TurnStatus.DONE, None, fence, done, s)
+    return True
+
+
+def _end_values(
+    turn_id: str, ws_id: str, status: TurnStatus, error: str | None, answer: dict[str, Any] | None
+) -> dict[str, Any]:
+    # No key named as a column of a table the steps update: an UPDATE takes one as a value to set.
     state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
-    freed = {"ws_id": turn.ws_id, "turn_id": turn.id, "new_state": state, "now": utcnow()}
-    # Where an update returns rows, freeing the workstream also says what comes after (one
-    # statement, not two); a workstream this turn no longer held is asked separately.
-    after_end = None
-    if s.get_bind().dialect.update_returning:
-        after_end = s.connection().execute(_FREE_TELLING, freed).one_or_none()
-    else:
-        s.connection().execute(_FREE, freed)
+    values = {
+        "end_turn": turn_id,
+        "end_ws": ws_id,
+        "end_status": status,
+        "end_state": state,
+        "end_error": error,
+        "now": utcnow(),
+    }
+    return {**values, **{f"answer_{key}": value for key, value in (answer or {}).items()}}
+
+
+def _ended(
+    s: Session | None,
+    out: Outbox,
+    turn_id: str,
+    ws_id: str,
+    status: TurnStatus,
+    error: str | None,
+    fence: Fence | None,
+    done: Done,
+    reader: Session | None = None,
+) -> WorkstreamState:
+    """What follows a turn's end (`_ends`), in its transaction `s` (None: it has committed;
+    `reader` then asks what follows, if the turn no longer held its workstream)."""
+    state = WorkstreamState.ERROR if status == TurnStatus.ERROR else WorkstreamState.IDLE
     if error is not None:
-        out.add(EventType.ERROR, turn_id=turn.id, fence=fence, message=error)
+        out.add(EventType.ERROR, turn_id=turn_id, fence=fence, message=error)
     if status == TurnStatus.CANCELLED:
-        out.add(EventType.CANCELLED, turn_id=turn.id, fence=fence)
-    out.add(EventType.STATE_CHANGE, turn_id=turn.id, state=state, fence=fence)
+        out.add(EventType.CANCELLED, turn_id=turn_id, fence=fence)
+    out.add(EventType.STATE_CHANGE, turn_id=turn_id, state=state, fence=fence)
     # A queued turn is looked for under the workstream's ordering lock: a send that stores a
     # turn after this commits finds the workstream idle and starts its turn itself.
-    if after_end is None:  # no rows returned, or this turn no longer held the workstream
-        after_end = s.connection().execute(_AFTER_END, {"turn_id": turn.id, "ws_id": turn.ws_id}).one()
-    kind, parent_call_row, has_children, has_queued = after_end
-    answers_parent = kind == TASK and parent_call_row is not None
-    fanin.record_end(s, out, turn, status, error, answers_parent, bool(has_children))
+    freed = done.first("freed")
+    if freed is None:  # this turn no longer held the workstream: asked apart
+        asking = s if s is not None else reader
+        assert asking is not None
+        row = asking.connection().execute(_AFTER_END, {"turn_id": turn_id, "ws_id": ws_id}).one()
+        freed = dict(zip(("kind", "parent_call_row", "has_children", "has_queued"), row, strict=True))
+    answers_parent = freed["kind"] == TASK and freed["parent_call_row"] is not None
+    if answers_parent:
+        assert s is not None  # `end_with_answer` leaves a sub-agent's turn to a transaction
+        fanin.record_end(s, out, turn_id, ws_id, status, error)
+    if freed["has_children"]:
+        fanin.stop_children_after(out, turn_id)
     recording.turn_finished(s, status)
-    if has_queued:
-        ws_id = turn.ws_id
+    if freed["has_queued"]:
         out.after(lambda rt: activate_next(rt, ws_id))
     return state
+
+
+@cache  # built when first run: a worker builds only its database's, and only those it runs
+def _ends(with_answer: bool, fenced: bool) -> Steps:
+    """A turn's end: the turn closed if active (`fenced`: under the fence's attempt, with no
+    cancel asked), then the workstream it holds freed, saying what follows (a parent to
+    answer, sub-agents to stop, a queued turn), then the step's answer stored, when given."""
+    held = [col(Turn.attempt) == bindparam("fenced_attempt"), col(Turn.cancel_requested).is_(False)]
+    ended = Step(
+        "ended",
+        lambda ref: (
+            update(Turn)
+            .where(
+                col(Turn.id) == bindparam("end_turn"),
+                col(Turn.status) == TurnStatus.ACTIVE,
+                *(held if fenced else []),
+            )
+            .values(
+                status=bindparam("end_status"),
+                phase=TurnPhase.FINISHED,
+                ended_at=bindparam("now"),
+                heartbeat_at=None,
+                error=bindparam("end_error"),
+            )
+            .returning(
+                col(Turn.id),
+                col(Turn.ws_id),
+                col(Turn.status),
+                col(Turn.phase),
+                col(Turn.ended_at),
+                col(Turn.heartbeat_at),
+                col(Turn.error),
+            )
+        ),
+    )
+    freed = Step(
+        "freed",
+        lambda ref: (
+            update(Workstream)
+            .where(
+                col(Workstream.id) == ref("ended", "ws_id"),
+                col(Workstream.active_turn_id) == ref("ended", "id"),
+            )
+            .values(active_turn_id=None, state=bindparam("end_state"), updated_at=bindparam("now"))
+            .returning(
+                col(Workstream.kind),
+                col(Workstream.parent_call_row),
+                exists(select(_CHILD.c.id).where(_CHILD.c.parent_turn_id == ref("ended", "id"))).label(
+                    "has_children"
+                ),
+                # named by the step's row, not `workstreams.id`: SQLite writes RETURNING's
+                # columns unqualified, and `id` in the subquery would be the turn's
+                exists(
+                    select(Turn.id).where(
+                        col(Turn.ws_id) == ref("ended", "ws_id"), col(Turn.status) == TurnStatus.QUEUED
+                    )
+                ).label("has_queued"),
+            )
+        ),
+        required=False,
+    )
+    answered = Step(
+        "answered",
+        lambda ref: message_stored(
+            "assistant",
+            ref("ended", "ws_id"),
+            ref("ended", "id"),
+            content="answer_content",
+            reasoning="answer_reasoning",
+            usage="answer_usage",
+            server_blocks="answer_server_blocks",
+            created_at="now",
+        ),
+    )
+    return Steps([ended, freed, *([answered] if with_answer else [])])
+
+
+# A table alias, not the ORM's `aliased` (which made 1.2 MiB of attribute proxies, in every
+# process that imports this module).
+_CHILD = Workstream.__table__.alias("child")  # type: ignore[attr-defined]
 
 
 def with_workstream(s: Session, turn_id: str) -> tuple[Turn, Workstream]:
@@ -414,104 +536,3 @@ _WITH_WORKSTREAM = (
     .join(Workstream, col(Workstream.id) == col(Turn.ws_id))
     .where(col(Turn.id) == bindparam("turn_id"))
 )
-
-
-def set_state(s: Session, ws_id: str, state: WorkstreamState) -> None:
-    """The workstream's state, in the caller's transaction; an object of it that the session
-    holds keeps its old state (the caller reads it no more)."""
-    changed = update(Workstream).where(col(Workstream.id) == ws_id).values(state=state, updated_at=utcnow())
-    update_rows(s, changed)
-
-
-def end_with_answer(rt: Runtime, out: Outbox, fence: Fence, ws_id: str, answer: dict[str, Any]) -> bool:
-    """A step's answer without tool calls, stored and ending its turn as done, in one statement
-    that commits by itself (PostgreSQL): one round trip where the fenced transaction took six.
-    The common case only: the fence still holds, no cancel was asked for, and the turn holds
-    its workstream and answers no parent's call. False, with nothing written, for any other
-    case (and on another database): the caller ends the turn the general way, which says
-    what is wrong. `answer` holds the message's content, reasoning, usage and server_blocks."""
-    if not (rt.db.is_postgresql and rt.db.engine.dialect.update_returning):
-        return False
-    values = {
-        "answer_turn": fence.turn_id,
-        "answer_ws": ws_id,
-        "fenced_attempt": fence.attempt,
-        "now": utcnow(),
-        **{f"answer_{key}": value for key, value in answer.items()},
-    }
-    with rt.db.one_statement() as s:
-        after_end = s.execute(_ANSWER_IN_ONE_STATEMENT, values).first()
-    if after_end is None:
-        return False
-    out.add(EventType.STATE_CHANGE, turn_id=fence.turn_id, state=WorkstreamState.IDLE, fence=fence)
-    recording.turn_finished(None, TurnStatus.DONE)
-    has_children, has_queued = after_end
-    if has_children:
-        fanin.stop_children_after(out, fence.turn_id)
-    if has_queued:
-        out.after(lambda rt: activate_next(rt, ws_id))
-    return True
-
-
-# `end_with_answer`'s statement: the turn ended under its fence, then the workstream it holds
-# freed (saying what follows, as `_FREE_TELLING` does), then the answer stored, each step for the
-# row the one before returned. The turn's conditions read the workstream as the statement
-# began; once updated, the turn row is locked, and only this turn's end frees its workstream.
-# No parameter is named as a column of a table it updates: an UPDATE takes one as a value to set.
-_ANSWER_ENDED = (
-    update(Turn)
-    .where(
-        col(Turn.id) == bindparam("answer_turn"),
-        col(Turn.attempt) == bindparam("fenced_attempt"),
-        col(Turn.status) == TurnStatus.ACTIVE,
-        col(Turn.cancel_requested).is_(False),
-        exists(
-            select(Workstream.id).where(
-                col(Workstream.id) == bindparam("answer_ws"),
-                col(Workstream.active_turn_id) == bindparam("answer_turn"),
-                sqlalchemy.or_(col(Workstream.kind) != TASK, col(Workstream.parent_call_row).is_(None)),
-            )
-        ),
-    )
-    .values(
-        status=TurnStatus.DONE,
-        phase=TurnPhase.FINISHED,
-        ended_at=bindparam("now"),
-        heartbeat_at=None,
-        error=None,
-    )
-    .returning(col(Turn.id))
-    .cte("ended")
-)
-# A table alias, not the ORM's `aliased` (which made 1.2 MiB of attribute proxies, in every
-# process that imports this module).
-_CHILD = Workstream.__table__.alias("child")  # type: ignore[attr-defined]
-_ANSWER_FREED = (
-    update(Workstream)
-    .where(col(Workstream.id) == bindparam("answer_ws"), col(Workstream.active_turn_id) == _ANSWER_ENDED.c.id)
-    .values(active_turn_id=None, state=WorkstreamState.IDLE, updated_at=bindparam("now"))
-    .returning(
-        col(Workstream.id),
-        _ANSWER_ENDED.c.id.label("turn_id"),
-        exists(select(_CHILD.c.id).where(_CHILD.c.parent_turn_id == _ANSWER_ENDED.c.id)).label(
-            "has_children"
-        ),
-        exists(
-            select(Turn.id).where(col(Turn.ws_id) == Workstream.id, col(Turn.status) == TurnStatus.QUEUED)
-        ).label("has_queued"),
-    )
-    .cte("freed")
-)
-_ANSWER_STORED = message_stored(
-    "assistant",
-    _ANSWER_FREED.c.id,
-    _ANSWER_FREED.c.turn_id,
-    content="answer_content",
-    reasoning="answer_reasoning",
-    usage="answer_usage",
-    server_blocks="answer_server_blocks",
-    created_at="now",
-)
-_ANSWER_IN_ONE_STATEMENT = sqlalchemy.select(
-    _ANSWER_FREED.c.has_children, _ANSWER_FREED.c.has_queued
-).select_from(_ANSWER_FREED.join(_ANSWER_STORED, sqlalchemy.true()))

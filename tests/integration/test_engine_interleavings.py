@@ -18,12 +18,11 @@ from sqlmodel import col, select
 from app import keys
 from app.engine import (
     approvals,
-    batch_end,
+    asked,
     calls,
     cancel,
     chain,
     model_step,
-    one_call,
     outbox,
     prompt,
     sweeper,
@@ -247,18 +246,11 @@ def test_a_plain_answer_is_read_for_and_stored_in_as_few_statements_as_it_takes(
     reads, writes = list(asked.reads), asked.committed()
     assert load(rt, Turn, turn_id).status == TurnStatus.DONE
     assert reads == ["SELECT"] * 3  # the turn with its workstream, the conversation, memories
-    if rt.db.is_postgresql:
-        # the claim; then the turn ended under its fence, its workstream freed (saying what
-        # follows) and the answer stored, as one statement committing by itself
-        assert writes == [["UPDATE turns"], ["WITH"]]
-    else:
-        assert writes == [
-            ["UPDATE turns"],  # the claim
-            # the fence checked, the answer stored, the workstream freed (its update also
-            # answering what follows: a parent to answer, sub-agents to stop, a queued turn),
-            # the turn ended
-            ["UPDATE turns", "INSERT messages", "UPDATE workstreams", "UPDATE turns"],
-        ]
+    # the claim; then the turn ended under its fence, its workstream freed (saying what follows:
+    # a parent to answer, sub-agents to stop, a queued turn) and the answer stored: on
+    # PostgreSQL as one statement committing by itself, on SQLite as one transaction
+    ended = ["WITH"] if rt.db.is_postgresql else ["UPDATE turns", "UPDATE workstreams", "INSERT messages"]
+    assert writes == [["UPDATE turns"], ended]
     assert load(rt, Workstream, ws_id).state == WorkstreamState.IDLE
     turn = load(rt, Turn, turn_id)
     assert (turn.phase, turn.heartbeat_at, turn.error) == (TurnPhase.FINISHED, None, None)
@@ -282,7 +274,8 @@ def answered_as(rt: Runtime, fence, ws_id: str, out: outbox.Outbox | None = None
     """`turns.end_with_answer` for `fence`: whether it ended the turn, and the events it left."""
     out = out or outbox.Outbox(ws_id)
     answer = {"content": "the answer", "reasoning": None, "usage": {"total_tokens": 3}, "server_blocks": None}
-    return turns.end_with_answer(rt, out, fence, ws_id, answer), [e.type for e in out.events]
+    ws = load(rt, Workstream, ws_id)
+    return turns.end_with_answer(rt, out, fence, ws, answer), [e.type for e in out.events]
 
 
 def assistant_messages(rt: Runtime, ws_id: str) -> list[Message]:
@@ -291,7 +284,7 @@ def assistant_messages(rt: Runtime, ws_id: str) -> list[Message]:
 
 
 @pytest.mark.parametrize("with_child", [False, True])
-def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
+def test_the_end_of_an_answer_stores_it_whole(rt, with_child):
     ws_id, turn_id = new_turn(rt, name="one statement")
     if with_child:  # a sub-agent it started: stopped (if still running) once the end is out
         with rt.db.session() as s:
@@ -300,9 +293,6 @@ def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
     assert claimed is not None
     out = outbox.Outbox(ws_id)
     ended, events = answered_as(rt, claimed[0], ws_id, out)
-    if not rt.db.is_postgresql:  # the general way ends it there
-        assert (ended, events, assistant_messages(rt, ws_id)) == (False, [], [])
-        return
     assert ended and events == [EventType.STATE_CHANGE]
     assert len(out.actions) == (1 if with_child else 0)
     [answer] = assistant_messages(rt, ws_id)
@@ -325,7 +315,7 @@ def test_the_one_statement_end_of_an_answer_stores_it_whole(rt, with_child):
 
 
 @pytest.mark.parametrize("case", ["superseded", "cancel asked", "a sub-agent's answer"])
-def test_the_one_statement_end_declines_what_the_general_way_must_decide_and_writes_nothing(rt, case):
+def test_the_end_of_an_answer_in_a_transition_of_its_own_writes_nothing_unless_it_may(rt, case):
     ws_id, turn_id = new_turn(rt, name=case)
     claimed = claim(rt, turn_id, TurnPhase.MODEL, 0)
     assert claimed is not None
@@ -360,10 +350,12 @@ def started_batch(rt: Runtime, model_server, name: str) -> tuple[str, str, Fence
 def ended_at_once(  # type: ignore[no-untyped-def]
     rt: Runtime, claim: Fence, row: StoredCall, outcome: ToolOutcome, step: int = 0, keep: bool = True
 ):
-    """`batch_end.hand_on_at_once` for the batch of `step`: what it returned, and its events."""
+    """The end of the batch of `step` when it goes on (`tool_batch._hand_on`): what it returned,
+    and its events."""
     out = outbox.Outbox(row.ws_id)
+    ws = load(rt, Workstream, row.ws_id)
     with rt.queue.keeping(claim.turn_id) if keep else contextlib.nullcontext():
-        handed = batch_end.hand_on_at_once(rt, out, claim, row.ws_id, step, row, outcome)
+        handed = tool_batch._hand_on(rt, out, claim, ws, step, set(), (row, outcome))
     return handed, [(e.type, e.fields.get("state")) for e in out.events]
 
 
@@ -377,7 +369,7 @@ def test_the_end_at_once_of_a_batch_stores_its_call_and_hands_the_turn_on(rt, mo
     ws_id, turn_id, claim, row = started_batch(rt, model_server, "one statement")
     handed, events = ended_at_once(rt, claim, row, ToolOutcome("one\n", is_error), keep=keep)
     call = load(rt, StoredCall, row.id)
-    assert handed == batch_end.HandedOn(1, Fence(turn_id, claim.attempt + 1) if keep else None)
+    assert handed == tool_batch.HandedOn(1, Fence(turn_id, claim.attempt + 1) if keep else None)
     assert events == [(EventType.TOOL_RESULT, None), (EventType.STATE_CHANGE, WorkstreamState.THINKING)]
     stored = (call.status, call.output, call.is_error, call.process_group)
     assert stored == (CallStatus.DONE, "one\n", is_error, None)
@@ -400,11 +392,35 @@ def test_the_end_at_once_of_a_batch_stores_its_call_and_hands_the_turn_on(rt, mo
     assert load(rt, Workstream, ws_id).state == WorkstreamState.THINKING
 
 
-DECLINED = ["superseded", "cancel asked", "feedback given", "call ended", "another step"]
+DECLINED = ["superseded", "cancel asked", "another step"]
+
+
+def test_the_end_of_a_batch_answers_its_call_then_says_the_feedback_given(rt, model_server):
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, "feedback")
+    with rt.db.session() as s:
+        s.exec(update(Turn).where(col(Turn.id) == turn_id).values(feedback="and then say so"))
+    handed, _events = ended_at_once(rt, claim, row, ToolOutcome("one\n", False))
+    assert handed is not None
+    with rt.db.session() as s:
+        said = s.exec(select(Message).where(Message.turn_id == turn_id).order_by(col(Message.id))).all()
+    assert [(m.role, m.content) for m in said][-2:] == [("tool", "one\n"), ("user", "and then say so")]
+    assert load(rt, Turn, turn_id).feedback is None
+
+
+def test_the_end_of_a_batch_whose_call_something_else_ended_keeps_that_end(rt, model_server):
+    ws_id, turn_id, claim, row = started_batch(rt, model_server, "ended elsewhere")
+    ended = {"status": CallStatus.DONE, "output": "from elsewhere"}
+    with rt.db.session() as s:
+        s.exec(update(StoredCall).where(col(StoredCall.id) == row.id).values(**ended))
+    tool_batch._advance(rt, claim, load(rt, Workstream, ws_id), 0, set(), (row, ToolOutcome("one\n", False)))
+    assert load(rt, Turn, turn_id).phase == TurnPhase.MODEL
+    [answer] = tool_messages(rt, turn_id)
+    assert answer.content == "from elsewhere"
+    assert load(rt, StoredCall, row.id).output == "from elsewhere"
 
 
 @pytest.mark.parametrize("case", DECLINED)
-def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt, model_server, case):
+def test_the_end_of_a_batch_goes_on_only_under_its_fence_at_its_step_with_no_cancel(rt, model_server, case):
     ws_id, turn_id, claim, row = started_batch(rt, model_server, case)
     changed = update(Turn).where(col(Turn.id) == turn_id)
     with rt.db.session() as s:
@@ -412,10 +428,6 @@ def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt
             s.exec(changed.values(attempt=Turn.attempt + 1))
         elif case == "cancel asked":
             s.exec(changed.values(cancel_requested=True))
-        elif case == "feedback given":
-            s.exec(changed.values(feedback="and then say so"))
-        elif case == "call ended":  # ended by someone else: their end stands
-            s.exec(update(StoredCall).where(col(StoredCall.id) == row.id).values(status=CallStatus.DONE))
     before = load(rt, Turn, turn_id)
     step = 1 if case == "another step" else 0
     assert ended_at_once(rt, claim, row, ToolOutcome("one\n", False), step=step) == (None, [])
@@ -427,12 +439,12 @@ def test_the_end_at_once_of_a_batch_declines_what_the_general_way_must_decide(rt
 
 
 @pytest.mark.parametrize("meanwhile", ["cancel", "call finished"])
-def test_the_end_at_once_of_a_batch_waits_for_the_turn_and_then_declines_what_changed(
+def test_the_end_of_a_batch_waits_for_the_turn_and_then_writes_nothing_if_it_changed(
     rt, model_server, meanwhile
 ):
     """A writer holding the turn when the statement begins (a cancel; `calls.finish_waiting`,
     which locks the turn, then the call) commits while the statement waits: the statement sees
-    what it wrote and writes nothing, not a turn handed on past a cancel or an unfinished call."""
+    what it wrote and writes nothing, not a turn handed on past a cancel or an unanswered call."""
     if not rt.db.is_postgresql:
         pytest.skip("one statement on PostgreSQL only; SQLite's writers take the whole file")
     ws_id, turn_id, claim, row = started_batch(rt, model_server, meanwhile)
@@ -495,11 +507,13 @@ def at_the_store(rt: Runtime, name: str, auto_approve: bool = True) -> tuple[Fen
 def stored_at_once(  # type: ignore[no-untyped-def]
     rt: Runtime, fence: Fence, ws: Workstream, step: int = 0, keep: bool = True, needs_approval: bool = True
 ):
-    """`one_call.store_at_once` of an answer asking for `echo one`: what it returned, and its events."""
+    """`asked.store` of an answer asking for `echo one`: what it returned, and its events."""
     p = PreparedCall("call_1", "bash", {"command": "echo one"}, "$ echo one", "", needs_approval)
     out = outbox.Outbox(ws.id)
+    row = calls.new_row(ws, fence.turn_id, step, 0, p, "v1")
+    decided = asked.Asked([row], [ASKED_BASH], sorted(ws.read_paths), None, [True])
     with rt.queue.keeping(fence.turn_id) if keep else contextlib.nullcontext():
-        going = one_call.store_at_once(rt, out, fence, ws, step, p, ASKED_BASH, "v1", AN_ANSWER)
+        going = asked.store(rt, out, fence, ws, step, decided, AN_ANSWER)
     return going, [(e.type, e.fields.get("state")) for e in out.events]
 
 
@@ -509,7 +523,7 @@ def stored_calls(rt: Runtime, turn_id: str) -> list[StoredCall]:
 
 
 @pytest.mark.parametrize(("keep", "needs_approval"), [(True, True), (False, True), (True, False)])
-def test_an_answer_with_one_call_nobody_decides_is_stored_at_once(rt, keep, needs_approval):
+def test_an_answer_with_one_call_nobody_decides_is_stored_and_handed_on(rt, keep, needs_approval):
     fence, ws = at_the_store(rt, "at once", auto_approve=needs_approval)
     going, events = stored_at_once(rt, fence, ws, keep=keep, needs_approval=needs_approval)
     assert events == [(EventType.TOOL_INFO, None), (EventType.STATE_CHANGE, WorkstreamState.RUNNING)]
@@ -540,19 +554,12 @@ def test_an_answer_with_one_call_nobody_decides_is_stored_at_once(rt, keep, need
     assert fresh == (ws.id, WorkstreamState.RUNNING, ws.working_dir)
 
 
-STORE_DECLINED = [
-    "superseded",
-    "cancel asked",
-    "approval turned off",
-    "another step",
-    "a person decides",
-    "updates return nothing",  # SQLite before 3.35
-]
+STORE_DECLINED = ["superseded", "cancel asked", "approval turned off", "another step"]
 
 
 @pytest.mark.parametrize("case", STORE_DECLINED)
-def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_must_decide(rt, case):
-    fence, ws = at_the_store(rt, case, auto_approve=case != "a person decides")
+def test_an_answer_with_a_call_is_stored_only_under_its_fence_and_as_its_approval_stands(rt, case):
+    fence, ws = at_the_store(rt, case)
     with rt.db.session() as s:
         turn_row = update(Turn).where(col(Turn.id) == fence.turn_id)
         if case == "superseded":
@@ -561,10 +568,8 @@ def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_mus
             s.exec(turn_row.values(cancel_requested=True))
         elif case == "approval turned off":  # while the model answered: the step read it on
             s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(auto_approve=False))
-    if case == "updates return nothing":
-        rt.db.engine.dialect.update_returning = False
     before = load(rt, Turn, fence.turn_id)
-    assert stored_at_once(rt, fence, ws, step=1 if case == "another step" else 0) == (None, [])
+    assert stored_at_once(rt, fence, ws, step=1 if case == "another step" else 0) == (False, [])
     assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
     turn = load(rt, Turn, fence.turn_id)
     assert (turn.phase, turn.attempt) == (TurnPhase.MODEL, before.attempt)
@@ -572,7 +577,7 @@ def test_an_answer_with_one_call_is_not_stored_at_once_where_the_general_way_mus
 
 
 @pytest.mark.parametrize("meanwhile", ["cancel", "approval turned off"])
-def test_an_answer_stored_at_once_waits_for_what_holds_the_turn_or_workstream(rt, meanwhile):
+def test_an_answer_with_a_call_waits_for_what_holds_the_turn_or_workstream(rt, meanwhile):
     """A writer holding the turn (a cancel) or the workstream (approval turned off) when the
     statement begins commits while it waits: it sees what they wrote and writes nothing."""
     if not rt.db.is_postgresql:
@@ -588,27 +593,14 @@ def test_an_answer_stored_at_once_waits_for_what_holds_the_turn_or_workstream(rt
         storing.start()
         wait_for_a_lock_wait(rt)
     storing.join(timeout=10)
-    assert result == [(None, [])]
+    assert result == [(False, [])]
     assert (assistant_messages(rt, ws.id), stored_calls(rt, fence.turn_id)) == ([], [])
     assert load(rt, Turn, fence.turn_id).phase == TurnPhase.MODEL
 
 
-def test_a_turn_end_where_updates_return_nothing_asks_what_follows_and_starts_the_queued_turn(
-    rt, model_server
-):
-    ws = workstreams.create(rt, name="no returning")
-    first, second = turns.send(rt, ws.id, "first"), turns.send(rt, ws.id, "second")
-    assert second.status == TurnStatus.QUEUED
-    rt.db.engine.dialect.update_returning = False  # as SQLite before 3.35
-    model_server.enqueue(Reply(text="one"))
-    asked = Statements(rt)
-    model_step.run(rt, first.id, 0)
-    end = next(group for group in asked.committed() if "INSERT messages" in group)  # the answer's
-    freed = end.index("UPDATE workstreams")
-    assert end[freed : freed + 2] == ["UPDATE workstreams", "SELECT"]  # what follows, read apart
-    assert load(rt, Turn, first.id).status == TurnStatus.DONE
-    assert load(rt, Turn, second.id).status == TurnStatus.ACTIVE
-    assert load(rt, Workstream, ws.id).active_turn_id == second.id
+# A batch's end as it goes on: the turn held under its fence, the call finished, the tool
+# messages, the turn handed on, the workstream `thinking` (SQLite; one statement on PostgreSQL).
+BATCH_END = ["SELECT", "UPDATE tool_calls", "INSERT messages", "UPDATE turns", "UPDATE workstreams"]
 
 
 def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading(rt, model_server, tmp_path):
@@ -624,15 +616,8 @@ def test_a_batch_of_one_call_starts_it_as_it_reads_it_and_ends_without_rereading
         # under the fence: the workstream and the step's calls read, the one call started
         ["UPDATE turns", "SELECT", "SELECT", "UPDATE tool_calls"],
         ["UPDATE tool_calls"],  # its command started: its process group (calls.note_process)
-        [  # the batch's end; its calls read no file, so the workstream is not read again
-            "UPDATE turns",  # the fence
-            "UPDATE tool_calls",  # the call's result
-            "SELECT",  # the step's calls
-            "SELECT",  # which of them the conversation already answers
-            "INSERT messages",
-            "UPDATE turns",  # on to the next model step
-            "UPDATE workstreams",  # thinking
-        ],
+        # the batch's end (`tool_batch._ends`): on PostgreSQL one statement
+        ["WITH"] if rt.db.is_postgresql else BATCH_END,
     ]
     assert load(rt, Turn, turn_id).phase == TurnPhase.MODEL
     # A batch whose call read a file keeps it among the workstream's read paths.
@@ -662,22 +647,18 @@ def test_a_racing_activator_cannot_restart_a_finished_turn(rt):
     ws = workstreams.create(rt, name="race")
     with rt.db.session() as s:
         s.add(Turn(id="t1", ws_id=ws.id, message="once"))
-    injected = []
-
-    def another_activator_ran_it(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
-        # Between our pick of the queued turn and our claim of the workstream, another
-        # activator started the turn, ran it to the end, and freed the workstream.
-        if statement.startswith("UPDATE workstreams SET") and "active_turn_id" in statement and not injected:
-            injected.append(True)
-            with psycopg.connect(rt.settings.database_url, autocommit=True) as other:
-                other.execute("UPDATE turns SET status = 'done', phase = 'finished' WHERE id = 't1'")
-
-    event.listen(rt.db.engine, "before_cursor_execute", another_activator_ran_it)
-    try:
-        assert turns.activate_next(rt, ws.id) is None
-    finally:
-        event.remove(rt.db.engine, "before_cursor_execute", another_activator_ran_it)
-    assert injected
+    result: list[str | None] = []
+    # Another activator holds the queued turn as ours picks it, then starts it, runs it to the
+    # end and frees the workstream: ours waits for it, and finds nothing left to start.
+    with psycopg.connect(rt.settings.database_url) as other:
+        other.execute("SELECT id FROM turns WHERE id = 't1' FOR UPDATE")
+        activating = threading.Thread(target=lambda: result.append(turns.activate_next(rt, ws.id)))
+        activating.start()
+        wait_for_a_lock_wait(rt)
+        other.execute("UPDATE turns SET status = 'done', phase = 'finished' WHERE id = 't1'")
+        other.commit()
+    activating.join(timeout=10)
+    assert result == [None]
     assert load(rt, Turn, "t1").status == TurnStatus.DONE
     assert load(rt, Workstream, ws.id).active_turn_id is None
     assert not [m for m in rt.events.replay(ws.id, 0)[0] if m["type"] == EventType.MESSAGE]
@@ -943,8 +924,8 @@ def test_a_send_stores_and_starts_its_turn_in_one_transaction_and_says_queued_be
     # stored and started at once (on PostgreSQL in one statement, a transaction of its own)
     at_once = 0 if rt.db.is_postgresql else 1
     assert first.status == TurnStatus.ACTIVE and len(commits) == at_once
-    second = turns.send(rt, ws.id, "second")
-    assert second.status == TurnStatus.QUEUED and len(commits) == at_once + 1
+    second = turns.send(rt, ws.id, "second")  # stored queued, the same way
+    assert second.status == TurnStatus.QUEUED and len(commits) == 2 * at_once
     with rt.db.session() as s:  # the first turn ends (as a model step would end it) ...
         s.exec(update(Turn).where(col(Turn.id) == first.id).values(status=TurnStatus.DONE))
         s.exec(update(Workstream).where(col(Workstream.id) == ws.id).values(active_turn_id=None))
@@ -988,7 +969,9 @@ def test_a_batch_of_one_call_stores_its_result_in_the_transaction_that_ends_the_
     # the claim, the call marked running, its command's process group once it started
     # (calls.note_process), its result with the batch's end
     assert writes.count == 4
-    assert len(batch_reads) == 2  # the batch read to run it, and once more to end it
+    # the batch read to run it, and to end it: on SQLite the end's check for a waiting call and
+    # its tool messages, on PostgreSQL both in its one statement
+    assert len(batch_reads) == (2 if rt.db.is_postgresql else 3)
     events, _ = rt.events.replay(ws.id, 0)
     said = [(e["type"], e.get("output", e.get("state"))) for e in events]
     assert said[-2:] == [("tool_result", "one"), ("state_change", "thinking")]
@@ -1057,12 +1040,11 @@ def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, mod
     # command's process group, once it has started: calls.note_process)
     assert writes.count == 5
     assert asked.committed()[2] == ["UPDATE tool_calls"]
-    # The batch's end (app/engine/batch_end.py): on PostgreSQL one statement that commits by
-    # itself; on SQLite the turn handed on under its fence first, with no fence check of its own.
-    batch_end = ["UPDATE turns", "UPDATE tool_calls", "INSERT messages", "UPDATE workstreams"]
-    assert asked.committed()[3] == (["WITH"] if rt.db.is_postgresql else batch_end)
-    # So is the answer with its one call, which needs nobody (app/engine/one_call.py).
-    stored = ["UPDATE turns", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls"]
+    # The batch's end (`tool_batch._ends`): on PostgreSQL one statement that commits by itself;
+    # on SQLite one transaction, the turn read under its fence first, with no fence check of its own.
+    assert asked.committed()[3] == (["WITH"] if rt.db.is_postgresql else BATCH_END)
+    # So is the answer with its call (`asked.store`).
+    stored = ["SELECT", "UPDATE workstreams", "INSERT messages", "INSERT tool_calls", "UPDATE turns"]
     assert asked.committed()[1] == (["WITH"] if rt.db.is_postgresql else stored)
     done = load(rt, Turn, turn.id)
     assert done.status == TurnStatus.DONE and sent == []
