@@ -19,6 +19,7 @@ from app.web.sockets import follower as follower_module
 from app.web.sockets.connection import text_frame
 from app.web.sockets.follower import Follower
 from app.web.websocket import Work
+from tests.apart import run_apart
 from tests.integration.redis_faults import RedisProxy
 from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
 
@@ -93,7 +94,7 @@ def test_a_live_event_that_skips_ids_makes_the_relay_read_what_it_skipped(db):
         relay.deliver(fourth, text_frame(json.dumps(fourth)))  # and again: already sent, so dropped
         return later
 
-    later = asyncio.run(run())
+    later = run_apart(run())
     assert conn.ids() == first + later
 
 
@@ -115,7 +116,7 @@ def test_live_events_that_arrive_while_the_log_is_read_are_sent_once_in_order(db
         event = log.replay("ws", ids[-2])[0][0]
         relay.deliver(event, text_frame(json.dumps(event)))
 
-    asyncio.run(run())
+    run_apart(run())
     assert conn.ids() == ids
 
 
@@ -137,7 +138,7 @@ def test_a_log_that_cannot_be_read_is_read_again_once_redis_answers(db, monkeypa
             proxy.restore()
             await settled(relay)
 
-        asyncio.run(run())
+        run_apart(run())
         assert conn.ids() == ids
     finally:
         proxy.close()

@@ -23,6 +23,7 @@ import websockets
 
 from app import keys
 from app.events import EventLog
+from tests.apart import run_apart
 from tests.fakes.model_server import Reply
 from tests.integration.client import EventSocket
 from tests.integration.people import People
@@ -341,7 +342,7 @@ def test_a_web_restart_with_a_thousand_sockets_open_loses_and_repeats_nothing(se
         await asyncio.gather(*clients)
 
     try:
-        asyncio.run(run())
+        run_apart(run())
     finally:
         services.kill("web-restarted")
     for n, ids in enumerate(seen):

@@ -203,7 +203,7 @@ def test_the_async_event_stream_also_waits_after_a_refusal_at_a_cap() -> None:
         async with AsyncClient(capped.url, "tok") as client, client.events("ws1") as stream:
             return [(await stream.next(timeout=10)).id for _ in range(3)]
 
-    assert asyncio.run(follow()) == [1, 2, 3]
+    assert run_apart(follow()) == [1, 2, 3]
     [first, second] = capped.arrivals
     assert second - first >= 0.9
     capped.server.shutdown()
