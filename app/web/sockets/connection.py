@@ -152,12 +152,8 @@ class Connection(asyncio.Protocol):
     # -- inside -----------------------------------------------------------------------------
 
     def _send(self, event: Any) -> None:
-        if self.closed or self._transport is None:
-            return
-        if self._transport.get_write_buffer_size() > self._max_unsent:
-            self._fell_behind()
-            return
-        self._transport.write(self._frames.send(event))
+        if not self.closed and self._transport is not None:  # wsproto sends nothing once closed
+            self.send_frame(self._frames.send(event))
 
     def _fell_behind(self) -> None:
         """Nothing more is queued: the close frame goes after what is, for a client that reads
