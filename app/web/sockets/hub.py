@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from app.events import EventType
 from app.metrics import recording
 from app.web.sockets.caps import RENEW_SECONDS, Caps
-from app.web.sockets.connection import FELL_BEHIND, GOING_AWAY, POLICY, TRY_LATER, Connection, text_frame
+from app.web.sockets.connection import GOING_AWAY, POLICY, TRY_LATER, Connection, text_frame
 from app.web.sockets.follower import Follower
 from app.web.sockets.handover import Opening
 from app.web.sockets.subscriptions import Subscriptions
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 SWEEP_SECONDS = 1.0
 WORK_THREADS = 8  # the loop's pool for the database and synchronous Redis
 STOP_SECONDS = 2.0  # how long stopping waits for close frames to go out
-
-__all__ = ["FELL_BEHIND", "Hub", "Work"]
 
 
 class Work(Protocol):
@@ -90,6 +88,7 @@ class Hub:
         self.subscriptions: Subscriptions | None = None
         self.caps: Caps | None = None
         self._stopping = False
+        self._redis: aioredis.Redis | None = None
 
     # -- from other threads -----------------------------------------------------------------
 
@@ -111,9 +110,6 @@ class Hub:
             log.warning("websockets: not every socket was closed cleanly")
         loop.call_soon_threadsafe(loop.stop)
 
-    def open_sockets(self) -> int:
-        return len(self._sockets)
-
     # -- the loop ---------------------------------------------------------------------------
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
@@ -130,9 +126,9 @@ class Hub:
         asyncio.set_event_loop(loop)
         loop.set_default_executor(self._pool)
         self._loop = loop
-        client = aioredis.Redis.from_url(self._redis_url)
-        self.caps = Caps(client, self.limits.per_principal, self.limits.per_process)
-        self.subscriptions = Subscriptions(self._redis_url, self._deliver, self._resubscribed)
+        self._redis = aioredis.Redis.from_url(self._redis_url)  # the caps' and the subscriptions'
+        self.caps = Caps(self._redis, self.limits.per_principal, self.limits.per_process)
+        self.subscriptions = Subscriptions(self._redis, self._deliver, self._resubscribed)
         loop.create_task(self._sweep())
         self._started.set()
         loop.run_forever()
@@ -275,6 +271,8 @@ class Hub:
             await asyncio.gather(*(self.caps.give_back(ticket) for ticket in tickets))
         if self.subscriptions is not None:
             await self.subscriptions.stop()
+        if self._redis is not None:
+            await self._redis.aclose()
 
 
 def _log_failure(done: Any) -> None:

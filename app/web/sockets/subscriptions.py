@@ -31,22 +31,18 @@ class Subscriptions:
 
     def __init__(
         self,
-        url: str,
+        client: aioredis.Redis,
         deliver: Callable[[str, dict[str, Any], str], None],
         resubscribed: Callable[[str], None],
     ) -> None:
-        self._url = url
+        self._client = client  # the hub's: the subscription takes a connection of its pool
         self._deliver = deliver
         self._resubscribed = resubscribed
         self._counts: dict[str, int] = {}
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._pubsub: aioredis.client.PubSub | None = None
-        self._client: aioredis.Redis | None = None
         self._connected = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-
-    def channels(self) -> int:
-        return len(self._counts)
 
     async def follow(self, ws_id: str) -> None:
         """Count a follower of `ws_id`; returns once its channel's subscription is confirmed."""
@@ -72,8 +68,6 @@ class Subscriptions:
             self._task.cancel()
         if self._pubsub is not None:
             await self._pubsub.aclose()
-        if self._client is not None:
-            await self._client.aclose()
 
     # -- inside -----------------------------------------------------------------------------
 
@@ -111,8 +105,6 @@ class Subscriptions:
             await asyncio.sleep(RECONNECT_SECONDS)
 
     async def _listen(self) -> None:
-        if self._client is None:
-            self._client = aioredis.Redis.from_url(self._url)
         if self._pubsub is not None:
             await self._pubsub.aclose()
         self._pubsub = pubsub = self._client.pubsub()
