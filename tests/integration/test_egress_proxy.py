@@ -24,6 +24,7 @@ import pytest
 from app.sandbox.egress import EgressProxy
 from app.sandbox.relay import SOCKET_IN_JAIL, egress_for
 from app.settings import Settings
+from tests.process_table import wait_until
 
 BWRAP = shutil.which("bwrap")
 pytestmark = pytest.mark.skipif(
@@ -196,12 +197,7 @@ def test_the_relay_exits_with_the_commands_status():
 def test_killing_the_jails_process_group_leaves_no_relay_or_command(tmp_path):
     marker = "7777.25"
     with EgressProxy(_settings()) as proxy:
-        argv, env = _jail_argv(proxy, ["sleep", marker])
-        jail = subprocess.Popen(argv, env=env, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not (_relays(proxy) and _commands(marker)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _relays(proxy) and _commands(marker), "the relay or the command never started"
+        jail = _started_jail(proxy, marker)
         os.killpg(jail.pid, signal.SIGKILL)
         jail.wait(timeout=10)
         deadline = time.monotonic() + 10
@@ -213,16 +209,21 @@ def test_killing_the_jails_process_group_leaves_no_relay_or_command(tmp_path):
 def test_killing_the_relay_kills_the_command():
     marker = "7777.5"
     with EgressProxy(_settings()) as proxy:
-        argv, env = _jail_argv(proxy, ["sleep", marker])
-        jail = subprocess.Popen(argv, env=env, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not (_relays(proxy) and _commands(marker)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _relays(proxy) and _commands(marker), "the relay or the command never started"
+        jail = _started_jail(proxy, marker)
         for pid in _relays(proxy):
             os.kill(pid, signal.SIGKILL)
         assert jail.wait(timeout=20) != 0
         assert not _commands(marker)
+
+
+def _started_jail(proxy: EgressProxy, marker: str) -> subprocess.Popen[bytes]:
+    """A jailed `sleep <marker>` behind the proxy, in a process group of its own, once both its
+    relay and its command run."""
+    argv, env = _jail_argv(proxy, ["sleep", marker])
+    jail = subprocess.Popen(argv, env=env, start_new_session=True)
+    started = wait_until(lambda: bool(_relays(proxy) and _commands(marker)), 30)
+    assert started, "the relay or the command never started"
+    return jail
 
 
 def _relays(proxy: EgressProxy) -> list[int]:
