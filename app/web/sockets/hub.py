@@ -126,9 +126,9 @@ class Hub:
         asyncio.set_event_loop(loop)
         loop.set_default_executor(self._pool)
         self._loop = loop
-        self._redis = aioredis.Redis.from_url(self._redis_url)  # the caps' and the subscriptions'
+        self._redis = aioredis.Redis.from_url(self._redis_url)  # the caps'
         self.caps = Caps(self._redis, self.limits.per_principal, self.limits.per_process)
-        self.subscriptions = Subscriptions(self._redis, self._deliver, self._resubscribed)
+        self.subscriptions = Subscriptions(self._redis_url, self._deliver, self._resubscribed)
         loop.create_task(self._sweep())
         self._started.set()
         loop.run_forever()

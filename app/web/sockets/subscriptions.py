@@ -31,11 +31,14 @@ class Subscriptions:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        url: str,
         deliver: Callable[[str, dict[str, Any], str], None],
         resubscribed: Callable[[str], None],
     ) -> None:
-        self._client = client  # the hub's: the subscription takes a connection of its pool
+        # A client of its own: a pub/sub connection taken from the caps' pool made their
+        # commands fail with ConnectionError while the process stopped (the give-back of a
+        # socket's place, tests/integration/test_socket_scale.py).
+        self._client = aioredis.Redis.from_url(url)
         self._deliver = deliver
         self._resubscribed = resubscribed
         self._counts: dict[str, int] = {}
@@ -68,6 +71,7 @@ class Subscriptions:
             self._task.cancel()
         if self._pubsub is not None:
             await self._pubsub.aclose()
+        await self._client.aclose()
 
     # -- inside -----------------------------------------------------------------------------
 
