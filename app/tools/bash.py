@@ -485,18 +485,22 @@ def run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool = Fals
 
 
 def _run(command: str, timeout: int, ctx: ToolContext, stop_on_error: bool, jail: Jail | None) -> Completed:
-    script = scripts.write((jail.limits() if jail else "") + _script(command, stop_on_error))
-    try:
-        return _execute(script, timeout, ctx, jail)
-    finally:
-        os.unlink(script)
+    # The guard starts first: a guard that cannot start leaves nothing running, and a worker
+    # killed from here on leaves no script behind (its watchdog removes the folder). It kills
+    # the command's group if this worker dies before the call ends.
+    with GroupGuard(TERM_GRACE_SECONDS, leftovers=scripts.folder()) as guard:
+        script = scripts.write((jail.limits() if jail else "") + _script(command, stop_on_error))
+        try:
+            return _execute(script, timeout, ctx, jail, guard)
+        finally:
+            os.unlink(script)
 
 
 def _script(command: str, stop_on_error: bool) -> str:
     return "set -o pipefail\n" + ("set -e\n" if stop_on_error else "") + command + "\n"
 
 
-def _execute(script: str, timeout: int, ctx: ToolContext, jail: Jail | None) -> Completed:
+def _execute(script: str, timeout: int, ctx: ToolContext, jail: Jail | None, guard: GroupGuard) -> Completed:
     environ = dict(os.environ)
     known = service_secrets(ctx)
     env = scrubbed_environment(environ, known)
@@ -509,7 +513,7 @@ def _execute(script: str, timeout: int, ctx: ToolContext, jail: Jail | None) -> 
         if cap is not None:
             argv = cap.prefix() + argv
     try:
-        return _started(argv, env, ctx, timeout, known, environ)
+        return _started(argv, env, ctx, timeout, known, environ, guard)
     finally:
         if cap is not None:
             cap.remove()
@@ -522,28 +526,27 @@ def _started(
     timeout: int,
     known: list[str],
     environ: dict[str, str],
+    guard: GroupGuard,
 ) -> Completed:
-    # The guard starts first, so that a guard that cannot start leaves nothing
-    # running; it kills the group if this worker dies before the call ends.
-    with GroupGuard(TERM_GRACE_SECONDS, leftovers=scripts.folder()) as guard:
-        proc = subprocess.Popen(
-            argv,
-            cwd=ctx.working_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, killed as one
-        )
-        cap = BUFFER_FACTOR * ctx.settings.truncation
-        run = _Run(proc, _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
-        try:
-            stopped = _run_to_end(run, timeout, guard)
-        finally:
-            run.let_go()
-        run.release_held()
-    # Reaped only after the guard is released: an unreaped bash keeps its pid (the
-    # group id) from reuse, so the watchdog can never signal someone else's group.
+    proc = subprocess.Popen(
+        argv,
+        cwd=ctx.working_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, killed as one
+    )
+    cap = BUFFER_FACTOR * ctx.settings.truncation
+    run = _Run(proc, _Capture(cap), _Capture(cap), secret_values(environ, known), ctx)
+    try:
+        stopped = _run_to_end(run, timeout, guard)
+    finally:
+        run.let_go()
+        # Released before bash is reaped: an unreaped bash keeps its pid (the group id)
+        # from reuse, so the watchdog can never signal someone else's group.
+        guard.release()
+    run.release_held()
     returncode = proc.wait()
     return Completed(tuple(_pieces(run)), returncode, stopped)
 

@@ -9,30 +9,42 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from app.tools import scripts
 from tests.process_table import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # A worker running one command through bash's own path: it says where its scripts are, and
-# waits to be killed.
+# waits to be killed, either as soon as the script is on disk (`WRITTEN`: the earliest moment
+# there is anything to remove) or once the command runs.
 WORKER = """
-import os, threading, time
+import os, sys, threading, time
 from app.tools import bash, scripts
 from app.tools.base import ToolContext
+if sys.argv[1] == "written":
+    real_write = scripts.write
+    def write(text):
+        path = real_write(text)
+        print(scripts.folder(), flush=True)
+        time.sleep(300)
+    scripts.write = write
 ctx = ToolContext(ws_id="w", working_dir=os.getcwd())
 threading.Thread(target=bash.run, args=("sleep 300", 300, ctx), daemon=True).start()
-while not os.listdir(scripts.folder()):
-    time.sleep(0.01)
-print(scripts.folder(), flush=True)
+if sys.argv[1] == "running":
+    while not os.listdir(scripts.folder()):
+        time.sleep(0.01)
+    print(scripts.folder(), flush=True)
 time.sleep(300)
 """
 
 
-def test_a_killed_workers_scripts_go_with_its_commands(tmp_path):
+@pytest.mark.parametrize("moment", ["written", "running"])
+def test_a_killed_workers_scripts_go_with_its_commands(tmp_path, moment):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", WORKER, moment], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env
     )
     assert worker.stdout is not None
     folder = Path(worker.stdout.readline().strip())
