@@ -279,6 +279,10 @@ class ModelSettings:
     api_key: str | None = None
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     max_tokens: int | None = None  # None: the family's default (`default_max_tokens`)
+    # The server family whose wire quirks apply (PROVIDER_FAMILIES; None: from the base URL,
+    # app/providers/profiles.py) and Anthropic's extended thinking budget (None: not asked for).
+    provider_family: str | None = None
+    thinking_budget_tokens: int | None = None
 
     @property
     def is_chat_model(self) -> bool:
@@ -677,8 +681,41 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
             api_key=_env_api_key(provider, env, entry.get("api_key_env")),
             capabilities=dict(entry.get("capabilities", {})),
             max_tokens=_max_tokens(entry.get("max_tokens"), f"[models.{name}] max_tokens"),
+            **_wire_profile(name, provider, entry),
         )
     return models
+
+
+# The server families whose wire quirks app/providers/profiles.py knows (docs/providers.md).
+PROVIDER_FAMILIES = (
+    "openai",
+    "anthropic",
+    "vllm",
+    "llamacpp",
+    "ollama",
+    "tgi",
+    "deepseek",
+    "litellm",
+    "openrouter",
+    "generic",
+)
+ANTHROPIC_MIN_THINKING_BUDGET = 1024  # the Messages API refuses a smaller budget_tokens
+
+
+def _wire_profile(name: str, provider: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """`[models.NAME] provider_family` and `thinking_budget_tokens`, checked."""
+    family = entry.get("provider_family")
+    if family is not None and family not in PROVIDER_FAMILIES:
+        raise SettingsError(f"[models.{name}] provider_family must be one of {', '.join(PROVIDER_FAMILIES)}")
+    if (family == "anthropic") != (provider == "anthropic") and family not in (None, "generic", "litellm"):
+        raise SettingsError(f"[models.{name}] provider_family {family!r} does not speak {provider!r}")
+    budget = _max_tokens(entry.get("thinking_budget_tokens"), f"[models.{name}] thinking_budget_tokens")
+    if budget is not None and (provider != "anthropic" or budget < ANTHROPIC_MIN_THINKING_BUDGET):
+        raise SettingsError(
+            f"[models.{name}] thinking_budget_tokens is for provider 'anthropic', at least "
+            f"{ANTHROPIC_MIN_THINKING_BUDGET}"
+        )
+    return {"provider_family": family, "thinking_budget_tokens": budget}
 
 
 def _check_web_search_capabilities(name: str, capabilities: Mapping[str, Any]) -> None:

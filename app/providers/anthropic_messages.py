@@ -23,6 +23,7 @@ from app.providers.anthropic_format import (
     system_text,
     tool_input,
 )
+from app.providers.anthropic_whole import as_events
 from app.providers.base import (
     api_key_for,
     cached_client,
@@ -34,6 +35,7 @@ from app.providers.citations import Sources
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.failure import AttemptFailedError, server_message
+from app.providers.openai_whole import is_whole
 from app.settings import ModelSettings, default_max_tokens
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -49,6 +51,9 @@ FINISH_REASONS = {
     "stop_sequence": "stop",
     "tool_use": "tool_calls",
     "max_tokens": "length",
+    # Claude 4's streaming classifiers end a reply they stop with "refusal" (the Messages API's
+    # stop reasons): OpenAI's word for an answer a filter ended.
+    "refusal": "content_filter",
 }
 
 
@@ -81,6 +86,8 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
     }
     if system := system_text(messages):
         params["system"] = system
+    if model.thinking_budget_tokens:  # extended thinking; its blocks must go back signed, as they came
+        params["thinking"] = {"type": "enabled", "budget_tokens": model.thinking_budget_tokens}
     if converted_tools:
         params["tools"] = converted_tools
         if has_tool_search(converted_tools):
@@ -105,6 +112,8 @@ def attempt(
     failures = sdk_failures(anthropic, timeout_seconds, transport_errors=(httpx2.TransportError,))
     keep_text = has_web_search(params.get("tools", []))
     with failures, _create(client, params) as stream:
+        if is_whole(stream.response):  # a server that answers a streamed request in one body
+            stream = as_events(stream.response.read())
         yield from _events(stream, should_stop, keep_text=keep_text)
 
 
@@ -178,8 +187,8 @@ class _PartialText:
 
 
 # Blocks the client reads itself; any other block is the server's own (a server tool's
-# call or result) and is kept as it came, to be sent back.
-CLIENT_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+# call or result, a `redacted_thinking` block) and is kept as it came, to be sent back.
+CLIENT_BLOCK_TYPES = frozenset({"text", "thinking", "tool_use"})
 
 
 def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = False) -> Iterator[ModelEvent]:
@@ -188,6 +197,9 @@ def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = F
     exactly as it came; the pages cited are added to the text as links at the end."""
     tool_uses: dict[int, _PartialToolUse] = {}
     texts: dict[int, _PartialText] = {}
+    # Thinking blocks, kept whole with their signature: the API refuses a tool-using turn whose
+    # thinking does not come back unchanged ("Extended thinking" in Anthropic's docs).
+    thinkings: dict[int, dict[str, str]] = {}
     sources = Sources()
     stop_reason: str | None = None
     usage = {"input_tokens": 0, "output_tokens": 0}
@@ -201,15 +213,20 @@ def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = F
             _add_usage(usage, fields.obj(event.get("message"), "message_start's message").get("usage"))
         elif kind == "content_block_start":
             block = fields.obj(event.get("content_block"), "a content block")
-            yield from _block_start(_index(event), block, tool_uses, texts, sources)
+            index = _index(event)
+            if fields.text(block.get("type"), "a content block's type") == "thinking":
+                thinkings[index] = {"type": "thinking", "thinking": "", "signature": ""}
+            yield from _block_start(index, block, tool_uses, texts, sources)
         elif kind == "content_block_delta":
             delta = fields.obj(event.get("delta"), "a delta")
             index = _index(event)
-            yield from _delta_events(index, delta, tool_uses, texts.get(index), sources)
+            yield from _delta_events(index, delta, tool_uses, texts.get(index), sources, thinkings.get(index))
         elif kind == "content_block_stop":
             index = _index(event)
             if index in tool_uses:
                 yield tool_uses.pop(index).complete()
+            elif index in thinkings:
+                yield events.server_block(thinkings.pop(index))
             elif (text := texts.pop(index, None)) and keep_text and text.text:
                 yield events.server_block(text.block())  # not empty: the API refuses those
         elif kind == "message_delta":
@@ -282,6 +299,7 @@ def _delta_events(
     tool_uses: dict[int, _PartialToolUse],
     text: _PartialText | None,
     sources: Sources,
+    thinking: dict[str, str] | None = None,
 ) -> Iterator[ModelEvent]:
     kind = fields.text(delta.get("type"), "a delta's type")
     if kind == "text_delta" and (piece := fields.text(delta.get("text"), "a text delta")):
@@ -292,7 +310,11 @@ def _delta_events(
         citation = dict(fields.obj(delta.get("citation"), "a citation"))
         text.citations = [*(text.citations or []), citation]
         sources.add(citation.get("url"), citation.get("title"))
-    elif kind == "thinking_delta" and (thinking := fields.text(delta.get("thinking"), "a thinking delta")):
-        yield events.reasoning(thinking)
+    elif kind == "thinking_delta" and (piece := fields.text(delta.get("thinking"), "a thinking delta")):
+        if thinking is not None:
+            thinking["thinking"] += piece
+        yield events.reasoning(piece)
+    elif kind == "signature_delta" and thinking is not None:
+        thinking["signature"] += fields.text(delta.get("signature"), "a thinking signature") or ""
     elif kind == "input_json_delta" and index in tool_uses:
         tool_uses[index].json_text += fields.text(delta.get("partial_json"), "a tool use's input") or ""

@@ -3,6 +3,7 @@ streamed through the official `openai` SDK and turned into `ModelEvent`s."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ from app.providers.base import (
 from app.providers.citations import Sources, cited, split_tools
 from app.providers.errors import ModelNotConfiguredError
 from app.providers.events import ModelEvent, ToolCallRequest
-from app.providers.failure import AttemptFailedError, server_message
+from app.providers.failure import AttemptFailedError, Failure, server_message
 from app.providers.openai_format import convert_messages
+from app.providers.openai_whole import as_chunk, is_whole
+from app.providers.profiles import profile_for
 from app.settings import ModelSettings
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -65,11 +68,7 @@ def request_params(
     if native_search is not None:  # a search model: it searches before it answers, no tool call
         params["web_search_options"] = {}
     if model.max_tokens is not None:
-        # Hosted OpenAI's reasoning models refuse the older name; other servers
-        # (vLLM, llama.cpp, ...) have long known `max_tokens`, not all the newer one.
-        is_hosted = model.base_url in (None, OPENAI_DEFAULT_BASE_URL)
-        key = "max_completion_tokens" if is_hosted else "max_tokens"
-        params[key] = model.max_tokens
+        params[profile_for(model).max_tokens_key] = model.max_tokens
     return params
 
 
@@ -86,7 +85,10 @@ def attempt(
     client = cached_client(openai.OpenAI, api_key_for(model), base_url, timeout_seconds)
     params = request_params(model, messages, tools, ask_usage=base_url not in _REFUSES_STREAM_OPTIONS)
     with sdk_failures(openai, timeout_seconds), _create(client, params, base_url) as stream:
-        yield from _events(stream, should_stop)
+        if is_whole(stream.response):  # a server that answers a streamed request in one body
+            yield from _events([as_chunk(stream.response.read())], should_stop)
+        else:
+            yield from _events(stream, should_stop)
 
 
 def _create(client: Any, params: dict, base_url: str) -> Any:
@@ -153,6 +155,10 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
         if should_stop():
             return
         chunk = fields.obj(data, "a chunk")
+        if chunk.get("object") == "error":
+            # vLLM's error inside a 200 stream (its ErrorResponse: `object: "error"`, `message`
+            # and `code` at the top level), which the SDK lets through as a chunk.
+            raise AttemptFailedError(Failure(status=None, message=server_message(chunk, "the server failed")))
         if (reported := fields.optional_obj(chunk.get("usage"), "usage")) is not None:
             usage = _usage(reported)
         for choice in fields.items(chunk.get("choices"), "choices"):
@@ -177,6 +183,10 @@ def _usage(reported: dict[str, Any]) -> dict[str, int]:
     details = reported.get("prompt_tokens_details")
     if isinstance(details, dict) and (cached := fields.count(details.get("cached_tokens"))):
         usage["cache_read_input_tokens"] = cached  # part of input_tokens, not extra
+    # DeepSeek reports its context cache beside the counts, not in prompt_tokens_details
+    # (api-docs.deepseek.com, "Context Caching": prompt_cache_hit_tokens / _miss_tokens).
+    elif cached := fields.count(reported.get("prompt_cache_hit_tokens")):
+        usage["cache_read_input_tokens"] = cached
     return usage
 
 
@@ -198,6 +208,10 @@ def _delta_events(
             break
     if content := fields.text(delta.get("content"), "content"):
         yield events.content(content)
+    # OpenAI's models may decline in a field of its own (the API reference's `refusal`, on the
+    # delta and on the message): the person sees it as the answer.
+    if refusal := fields.text(delta.get("refusal"), "refusal"):
+        yield events.content(refusal)
     for piece in fields.items(delta.get("tool_calls"), "tool_calls"):
         _add_piece(calls, fields.obj(piece, "a tool call"))
 
@@ -214,5 +228,13 @@ def _add_piece(calls: dict[int, _PartialCall], piece: dict[str, Any]) -> None:
     if function is not None:
         if name := fields.text(function.get("name"), "a tool call's name"):
             call.name = name  # never split; some servers repeat it on every piece
-        if arguments := fields.text(function.get("arguments"), "a tool call's arguments"):
+        if arguments := _arguments(function.get("arguments")):
             call.arguments += arguments
+
+
+def _arguments(value: Any) -> str | None:
+    """A piece of a call's argument text. TGI has sent the whole arguments as a JSON object,
+    not as the text of one (huggingface/text-generation-inference#2461): kept as its text."""
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return fields.text(value, "a tool call's arguments")
