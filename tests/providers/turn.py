@@ -69,6 +69,7 @@ def run_turn(
 
 def continue_turn(api: Api, replay: ReplayServer, ws_id: str, message: str, *answers: Recording) -> Seen:
     replay.enqueue(*answers)
+    before = len(replay.posts())
     sock = EventSocket(api.base_url, API_TOKEN, ws_id)
     try:
         turn_id = api.send(ws_id, message)
@@ -83,7 +84,7 @@ def continue_turn(api: Api, replay: ReplayServer, ws_id: str, message: str, *ans
     finally:
         sock.close()
     assert replay.left() == 0, "the service asked the model server fewer times than answers were queued"
-    return Seen(ws_id, events, api.history(ws_id), replay.posts())
+    return Seen(ws_id, events, api.history(ws_id), replay.posts()[before:])
 
 
 def _next(turn_id: str, asked: int, event: dict[str, Any]) -> bool:
