@@ -120,7 +120,10 @@ def sdk_failures(
     except sdk.APIConnectionError as exc:
         raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None
     except sdk.APIError as exc:  # an error event inside the stream
-        failure = Failure(status=None, message=exc.message, code=server_code(exc.body))
+        # Its body may be the server's words alone (TGI: `{"error": "<text>"}`), which the
+        # openai SDK's message replaces with "An error occurred during streaming".
+        message = server_message(exc.body, exc.message)
+        failure = Failure(status=None, message=message, code=server_code(exc.body))
         raise AttemptFailedError(failure) from None
     except json.JSONDecodeError as exc:  # the SDKs parse each event's data unguarded
         raise AttemptFailedError(malformed_failure(exc.msg)) from None

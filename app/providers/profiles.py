@@ -25,10 +25,16 @@ class Profile:
     # OpenAI's reasoning models refuse `max_tokens` (its API reference marks it deprecated for
     # `max_completion_tokens`); the other servers have long known `max_tokens`, not all the newer.
     max_tokens_key: str = "max_tokens"
+    # Statuses this family's servers answer for a failure another try may not meet, beyond
+    # those retried from any server (408, 409, 429, 5xx).
+    retryable_statuses: frozenset[int] = frozenset()
 
 
 PROFILES = {
     "openai": Profile("openai", max_tokens_key="max_completion_tokens"),
+    # TGI answers a generation that failed in a shard (CUDA out of memory, a lost worker) 424
+    # Failed Dependency (router/src/server.rs, InferError::GenerationError).
+    "tgi": Profile("tgi", retryable_statuses=frozenset({424})),
 }
 
 

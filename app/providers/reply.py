@@ -12,6 +12,7 @@ from types import ModuleType
 from app import heap
 from app.providers.base import describe_target
 from app.providers.events import ModelEvent
+from app.providers.profiles import profile_for
 from app.providers.retry import RetryPolicy, stream_with_retries
 from app.settings import (
     DEFAULT_MODEL_BACKOFF_SECONDS,
@@ -64,7 +65,11 @@ def stream_reply(
     return stream_with_retries(
         attempt,
         target=describe_target(model, getattr(provider, DEFAULT_BASE_URL_NAMES[model.provider])),
-        policy=RetryPolicy(retries=retries, backoff_seconds=backoff_seconds),
+        policy=RetryPolicy(
+            retries=retries,
+            backoff_seconds=backoff_seconds,
+            also_retryable=profile_for(model).retryable_statuses,
+        ),
         secret=model.api_key,
         should_stop=should_stop,
     )

@@ -29,6 +29,7 @@ STOP_POLL_SECONDS = 0.05
 class RetryPolicy:
     retries: int  # tries after the first one
     backoff_seconds: float  # doubled on each retry
+    also_retryable: frozenset[int] = frozenset()  # statuses the server family fails with now and then
 
     def delay(self, retry_number: int, failure: Failure) -> float:
         if failure.retry_after is not None:
@@ -98,7 +99,7 @@ def _final_error(
     """The error to raise for this failure, or None when another try is due."""
     if failure.is_context_window_exceeded:
         return ContextWindowError(redact(_too_long(target, failure), secret), status=failure.status)
-    if not failure.is_retryable:
+    if not failure.is_retryable and failure.status not in policy.also_retryable:
         message = f"{target} rejected the request: {failure.describe()}"
         return ModelRequestError(redact(message, secret), status=failure.status)
     if retry_number < policy.retries:
