@@ -31,7 +31,9 @@ def as_chunk(raw: bytes) -> dict[str, Any]:
         choice = fields.obj(choice, "a choice")
         message = dict(fields.optional_obj(choice.get("message"), "a message") or {})
         if calls := fields.items(message.get("tool_calls"), "tool_calls"):
-            message["tool_calls"] = [{"index": n, **fields.obj(c, "a call")} for n, c in enumerate(calls)]
+            # A message's calls are a list: its order is theirs, whatever `index` a server adds
+            # (LiteLLM numbers them by the backend's content block).
+            message["tool_calls"] = [{**fields.obj(c, "a call"), "index": n} for n, c in enumerate(calls)]
         finish_reason = choice.get("finish_reason")
         choices.append({"index": choice.get("index", 0), "delta": message, "finish_reason": finish_reason})
     return {"choices": choices, "usage": body.get("usage")}

@@ -21,8 +21,12 @@ RETRY_AFTER = None
 ERROR_TEXT = "Loading model"
 
 _TAIL = '"created":1764950000,"id":"chatcmpl-Xk3pR8vN2qT7wZ1m","model":"smollm2-135m-instruct","system_fingerprint":"b6412-a1b2c3d4","object":"chat.completion.chunk"'
-_SSE = "HTTP/1.1 200 OK\nServer: llama.cpp\nContent-Type: text/event-stream\nAccess-Control-Allow-Origin: \n\n"
-_FIRST = 'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],@}\n\n'
+_SSE = (
+    "HTTP/1.1 200 OK\nServer: llama.cpp\nContent-Type: text/event-stream\nAccess-Control-Allow-Origin: \n\n"
+)
+_FIRST = (
+    'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],@}\n\n'
+)
 _DONE = "data: [DONE]\n\n"
 _TIMINGS = '"timings":{"prompt_n":1200,"prompt_ms":812.4,"prompt_per_token_ms":0.677,"prompt_per_second":1477.1,"predicted_n":6,"predicted_ms":61.2,"predicted_per_token_ms":10.2,"predicted_per_second":98.0}'
 
@@ -55,7 +59,13 @@ _WHOLE_END = ',"created":1764950001,"model":"smollm2-135m-instruct","system_fing
 
 CASES = {
     "text": _recorded(_SSE + _FIRST + _content("The answer") + _content(" is 42.") + _finish("stop") + _DONE),
-    "tool_call": _recorded(_SSE + _FIRST + _call(0, "b2mX9q8vT3kLw7rZ1cN5pY4hJ6dF0sAe", "echo one") + _finish("tool_calls") + _DONE),
+    "tool_call": _recorded(
+        _SSE
+        + _FIRST
+        + _call(0, "b2mX9q8vT3kLw7rZ1cN5pY4hJ6dF0sAe", "echo one")
+        + _finish("tool_calls")
+        + _DONE
+    ),
     "parallel": _recorded(
         _SSE
         + _FIRST
@@ -65,7 +75,12 @@ CASES = {
         + _DONE
     ),
     "text_then_tool": _recorded(
-        _SSE + _FIRST + _content("Let me check.") + _call(0, "e5pA2t1yW6nOz0uC4fQ8sB7kM9gI3vDh", "echo one") + _finish("tool_calls") + _DONE
+        _SSE
+        + _FIRST
+        + _content("Let me check.")
+        + _call(0, "e5pA2t1yW6nOz0uC4fQ8sB7kM9gI3vDh", "echo one")
+        + _finish("tool_calls")
+        + _DONE
     ),
     "reasoning": _recorded(
         _SSE
@@ -76,14 +91,27 @@ CASES = {
         + _finish("stop")
         + _DONE
     ),
-    "refusal": _recorded(_SSE + _FIRST + _content("I can't help") + _content(" with that.") + _finish("stop") + _DONE),
-    "error_before": _recorded("HTTP/1.1 503 Service Unavailable\nServer: llama.cpp\nContent-Type: application/json; charset=utf-8\n\n" + _LOADING),
-    "error_mid": _recorded(
-        _SSE + _FIRST + _content("The ans") + 'error: {"code":500,"message":"Failed to decode the batch: KV cache is full","type":"server_error"}\n\n'
+    "refusal": _recorded(
+        _SSE + _FIRST + _content("I can't help") + _content(" with that.") + _finish("stop") + _DONE
     ),
-    "rate_limit": _recorded("HTTP/1.1 503 Service Unavailable\nServer: llama.cpp\nContent-Type: application/json; charset=utf-8\n\n" + _LOADING),
+    "error_before": _recorded(
+        "HTTP/1.1 503 Service Unavailable\nServer: llama.cpp\nContent-Type: application/json; charset=utf-8\n\n"
+        + _LOADING
+    ),
+    "error_mid": _recorded(
+        _SSE
+        + _FIRST
+        + _content("The ans")
+        + 'error: {"code":500,"message":"Failed to decode the batch: KV cache is full","type":"server_error"}\n\n'
+    ),
+    "rate_limit": _recorded(
+        "HTTP/1.1 503 Service Unavailable\nServer: llama.cpp\nContent-Type: application/json; charset=utf-8\n\n"
+        + _LOADING
+    ),
     "whole_text": _recorded(
-        _JSON + '{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"The answer is 42."}}]' + _WHOLE_END
+        _JSON
+        + '{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"The answer is 42."}}]'
+        + _WHOLE_END
     ),
     "whole_tool_call": _recorded(
         _JSON

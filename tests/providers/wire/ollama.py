@@ -55,12 +55,24 @@ CASES = {
     "text": _recorded(_SSE + _content("The answer") + _content(" is 42.") + _STOP + _USAGE + _DONE),
     # The call whole in one delta, and the answer ended with "stop" all the same.
     "tool_call": _recorded(
-        _SSE + _delta('{"role":"assistant","content":"","tool_calls":[' + _call("call_ul3bkb6o", "echo one") + "]}") + _STOP + _USAGE + _DONE
+        _SSE
+        + _delta(
+            '{"role":"assistant","content":"","tool_calls":[' + _call("call_ul3bkb6o", "echo one") + "]}"
+        )
+        + _STOP
+        + _USAGE
+        + _DONE
     ),
     # Two calls in one delta, from a release that sent no `index`.
     "parallel": _recorded(
         _SSE
-        + _delta('{"role":"assistant","content":"","tool_calls":[' + _call("call_vm4clc7p", "echo one", "") + "," + _call("call_wn5dmd8q", "echo two", "") + "]}")
+        + _delta(
+            '{"role":"assistant","content":"","tool_calls":['
+            + _call("call_vm4clc7p", "echo one", "")
+            + ","
+            + _call("call_wn5dmd8q", "echo two", "")
+            + "]}"
+        )
         + _STOP
         + _USAGE
         + _DONE
@@ -68,7 +80,9 @@ CASES = {
     "text_then_tool": _recorded(
         _SSE
         + _content("Let me check.")
-        + _delta('{"role":"assistant","content":"","tool_calls":[' + _call("call_xo6ene9r", "echo one") + "]}")
+        + _delta(
+            '{"role":"assistant","content":"","tool_calls":[' + _call("call_xo6ene9r", "echo one") + "]}"
+        )
         + _delta('{"role":"assistant","content":""}', '"tool_calls"')
         + _USAGE
         + _DONE
@@ -84,16 +98,27 @@ CASES = {
     ),
     "refusal": _recorded(_SSE + _content("I can't help") + _content(" with that.") + _STOP + _USAGE + _DONE),
     "error_before": _recorded(
-        "HTTP/1.1 500 Internal Server Error\nContent-Type: application/json; charset=utf-8\n\n" + _error(ERROR_TEXT)
+        "HTTP/1.1 500 Internal Server Error\nContent-Type: application/json; charset=utf-8\n\n"
+        + _error(ERROR_TEXT)
     ),
     "error_mid": _recorded(_SSE + _content("The ans") + "data: " + _error(ERROR_TEXT) + "\n\n"),
     "rate_limit": _recorded(
         "HTTP/1.1 503 Service Unavailable\nContent-Type: application/json; charset=utf-8\n\n"
         + _error("server busy, please try again.  maximum pending requests exceeded")
     ),
-    "whole_text": _recorded(_JSON + _WHOLE + '{"role":"assistant","content":"The answer is 42."},"finish_reason":"stop"}]' + _WHOLE_END),
+    "whole_text": _recorded(
+        _JSON
+        + _WHOLE
+        + '{"role":"assistant","content":"The answer is 42."},"finish_reason":"stop"}]'
+        + _WHOLE_END
+    ),
     "whole_tool_call": _recorded(
-        _JSON + _WHOLE + '{"role":"assistant","content":"","tool_calls":[' + _call("call_yp7fof0s", "echo one") + ']},"finish_reason":"tool_calls"}]' + _WHOLE_END
+        _JSON
+        + _WHOLE
+        + '{"role":"assistant","content":"","tool_calls":['
+        + _call("call_yp7fof0s", "echo one")
+        + ']},"finish_reason":"tool_calls"}]'
+        + _WHOLE_END
     ),
     "whole_parallel": _recorded(
         _JSON

@@ -48,7 +48,9 @@ def _recorded(raw: str):  # type: ignore[no-untyped-def]
     return http(raw.replace("{@", "{" + _ENVELOPE).encode())
 
 
-_ERROR = '{"error":"Request failed during generation: Server error: CUDA out of memory","error_type":"generation"}'
+_ERROR = (
+    '{"error":"Request failed during generation: Server error: CUDA out of memory","error_type":"generation"}'
+)
 _JSON = "HTTP/1.1 200 OK\ncontent-type: application/json\n\n"
 _WHOLE = '{"object":"chat.completion","id":"","created":1764950001,"model":"meta-llama/Llama-3.1-8B-Instruct","system_fingerprint":"3.3.6-sha-a1b2c3d","choices":[{"index":0,"message":'
 _WHOLE_END = ',"usage":{"prompt_tokens":1200,"completion_tokens":6,"total_tokens":1206}}'
@@ -59,23 +61,39 @@ def _object_call(index: int, command: str) -> str:
 
 
 CASES = {
-    "text": _recorded(_SSE + _content("The answer") + _content(" is 42.") + _end("eos_token") + _USAGE + _DONE),
+    "text": _recorded(
+        _SSE + _content("The answer") + _content(" is 42.") + _end("eos_token") + _USAGE + _DONE
+    ),
     "tool_call": _recorded(_SSE + _call(0, "echo one") + _end("eos_token") + _USAGE + _DONE),
-    "parallel": _recorded(_SSE + _call(0, "echo one") + _call(1, "echo two") + _end("eos_token") + _USAGE + _DONE),
-    "text_then_tool": _recorded(_SSE + _content("Let me check.") + _call(0, "echo one") + _end("eos_token") + _USAGE + _DONE),
+    "parallel": _recorded(
+        _SSE + _call(0, "echo one") + _call(1, "echo two") + _end("eos_token") + _USAGE + _DONE
+    ),
+    "text_then_tool": _recorded(
+        _SSE + _content("Let me check.") + _call(0, "echo one") + _end("eos_token") + _USAGE + _DONE
+    ),
     # No reasoning field: a model's answer only.
     "reasoning": _recorded(_SSE + _content("The answer is 42.") + _end("eos_token") + _USAGE + _DONE),
-    "refusal": _recorded(_SSE + _content("I can't help") + _content(" with that.") + _end("eos_token") + _USAGE + _DONE),
+    "refusal": _recorded(
+        _SSE + _content("I can't help") + _content(" with that.") + _end("eos_token") + _USAGE + _DONE
+    ),
     "error_before": _recorded("HTTP/1.1 424 Failed Dependency\ncontent-type: application/json\n\n" + _ERROR),
     "error_mid": _recorded(_SSE + _content("The ans") + "data: " + _ERROR + "\n\n"),
     "rate_limit": _recorded(
         'HTTP/1.1 429 Too Many Requests\ncontent-type: application/json\n\n{"error":"Model is overloaded","error_type":"overloaded"}'
     ),
     "whole_text": _recorded(
-        _JSON + _WHOLE + '{"role":"assistant","content":"The answer is 42."},"logprobs":null,"finish_reason":"eos_token"}]' + _WHOLE_END
+        _JSON
+        + _WHOLE
+        + '{"role":"assistant","content":"The answer is 42."},"logprobs":null,"finish_reason":"eos_token"}]'
+        + _WHOLE_END
     ),
     "whole_tool_call": _recorded(
-        _JSON + _WHOLE + '{"role":"assistant","tool_calls":[' + _object_call(0, "echo one") + ']},"logprobs":null,"finish_reason":"eos_token"}]' + _WHOLE_END
+        _JSON
+        + _WHOLE
+        + '{"role":"assistant","tool_calls":['
+        + _object_call(0, "echo one")
+        + ']},"logprobs":null,"finish_reason":"eos_token"}]'
+        + _WHOLE_END
     ),
     "whole_parallel": _recorded(
         _JSON

@@ -54,9 +54,16 @@ _WHOLE_END = '"logprobs":null,"finish_reason":"%s","stop_reason":null}],"usage":
 _ERROR = '{"object":"error","message":"EngineCore encountered an issue. See stack trace (above) for the root cause.","type":"InternalServerError","param":null,"code":500}'
 
 CASES = {
-    "text": _recorded(_SSE + _FIRST + _content("The answer") + _content(" is 42.") + _finish("stop") + _USAGE + _DONE),
+    "text": _recorded(
+        _SSE + _FIRST + _content("The answer") + _content(" is 42.") + _finish("stop") + _USAGE + _DONE
+    ),
     "tool_call": _recorded(
-        _SSE + _FIRST + _call(0, "chatcmpl-tool-4e8c2f1a9b3d", '{\\"command\\": \\"', "echo one", '\\"}') + _finish("tool_calls") + _USAGE + _DONE
+        _SSE
+        + _FIRST
+        + _call(0, "chatcmpl-tool-4e8c2f1a9b3d", '{\\"command\\": \\"', "echo one", '\\"}')
+        + _finish("tool_calls")
+        + _USAGE
+        + _DONE
     ),
     "parallel": _recorded(
         _SSE
@@ -68,7 +75,13 @@ CASES = {
         + _DONE
     ),
     "text_then_tool": _recorded(
-        _SSE + _FIRST + _content("Let me check.") + _call(0, "chatcmpl-tool-7b1f5c4d2e6a", '{\\"command\\": \\"echo one\\"}') + _finish("tool_calls") + _USAGE + _DONE
+        _SSE
+        + _FIRST
+        + _content("Let me check.")
+        + _call(0, "chatcmpl-tool-7b1f5c4d2e6a", '{\\"command\\": \\"echo one\\"}')
+        + _finish("tool_calls")
+        + _USAGE
+        + _DONE
     ),
     "reasoning": _recorded(
         _SSE
@@ -80,8 +93,12 @@ CASES = {
         + _USAGE
         + _DONE
     ),
-    "refusal": _recorded(_SSE + _FIRST + _content("I can't help") + _content(" with that.") + _finish("stop") + _USAGE + _DONE),
-    "error_before": _recorded("HTTP/1.1 500 Internal Server Error\nserver: uvicorn\ncontent-type: application/json\n\n" + _ERROR),
+    "refusal": _recorded(
+        _SSE + _FIRST + _content("I can't help") + _content(" with that.") + _finish("stop") + _USAGE + _DONE
+    ),
+    "error_before": _recorded(
+        "HTTP/1.1 500 Internal Server Error\nserver: uvicorn\ncontent-type: application/json\n\n" + _ERROR
+    ),
     "error_mid": _recorded(_SSE + _FIRST + _content("The ans") + f"data: {_ERROR}\n\n" + _DONE),
     "rate_limit": _recorded(
         "HTTP/1.1 429 Too Many Requests\nserver: nginx/1.27.3\ncontent-type: text/html\n\n"
@@ -89,7 +106,10 @@ CASES = {
         "<center><h1>429 Too Many Requests</h1></center>\r\n<hr><center>nginx/1.27.3</center>\r\n</body>\r\n</html>\r\n"
     ),
     "whole_text": _recorded(
-        _JSON + _WHOLE + '{"role":"assistant","reasoning_content":null,"content":"The answer is 42.","tool_calls":[]},' + _WHOLE_END % "stop"
+        _JSON
+        + _WHOLE
+        + '{"role":"assistant","reasoning_content":null,"content":"The answer is 42.","tool_calls":[]},'
+        + _WHOLE_END % "stop"
     ),
     "whole_tool_call": _recorded(
         _JSON
