@@ -90,7 +90,7 @@ FETCH_USER_AGENT = "turnstone-jobs/0.1 (web_fetch)"
 WEB_FETCH_MAX_PAGE_CHARS = 120_000
 WEB_FETCH_MIN_PAGE_CHARS = 8_000
 
-# web_search over SearxNG (app/tools/searxng.py). The URL is the operator's, never the model's.
+# web_search over SearxNG (app/tools/web/searxng.py). The URL is the operator's, never the model's.
 SEARXNG_URL_ENV = "TURNSTONE_SEARXNG_URL"
 SEARXNG_CONNECT_TIMEOUT_SECONDS = 5.0
 SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers within this or fails
@@ -236,13 +236,9 @@ DEFAULT_DISCORD_API_BASE = "https://discord.com/api"
 DEFAULT_NTFY_BASE_URL = "https://ntfy.sh"
 NOTIFY_MAX_MESSAGE_CHARS = 2000  # the spec's; Discord's own limit for a message's content
 NOTIFY_MAX_TITLE_CHARS = 200
-NOTIFY_MAX_PER_TURN = 5  # successful notifications; failed ones do not count
 NOTIFY_RETRY_DELAYS = (1.0, 3.0)  # seconds before the second and the third attempt
 NOTIFY_CONNECT_TIMEOUT_SECONDS = 5.0
 NOTIFY_TIMEOUT_SECONDS = 30.0  # one attempt, the gateway's deliveries included
-# A notify call that finds the turn's slots all taken, some still being sent, looks this often
-# whether they settled (sent, or given back) before it decides.
-NOTIFY_SETTLE_POLL_SECONDS = 0.25
 DELIVERY_TIMEOUT_SECONDS = 10.0  # the gateway's one post to a platform
 MAX_CHANNELS_PER_USER = 20
 MAX_CHANNEL_URL_CHARS = 2048

@@ -24,6 +24,7 @@ MODEL_STEP_TASK = "turnstone.model_step"
 TOOL_BATCH_TASK = "turnstone.tool_batch"
 SWEEP_TASK = "turnstone.sweep"
 FINISH_CALL_TASK = "turnstone.finish_call"
+STOP_CHILDREN_TASK = "turnstone.stop_children"  # an ended turn's sub-agents still working
 WATCH_PASS_TASK = "turnstone.watch_pass"  # beat: claim the due watches, enqueue their polls
 WATCH_POLL_TASK = "turnstone.watch_poll"  # one poll of one watch: a command, on the tool queue
 
@@ -79,7 +80,7 @@ class Handoff:
     step: int = 0
     claim: Fence | None = None  # the next phase, claimed for this task by the hand-off itself
     # What the hand-off began of that phase, for it to take up (a batch's only call, already
-    # marked running: app.engine.calls.StartedCall); only ever with a claim.
+    # marked running: app.engine.life.calls.StartedCall); only ever with a claim.
     started: Any = None
 
 
@@ -151,6 +152,10 @@ class TaskQueue:
         self.celery.send_task(
             FINISH_CALL_TASK, args=[turn_id, call_id, output, is_error], queue=CONTROL_QUEUE
         )
+
+    def stop_children(self, turn_id: str) -> None:
+        """Cancel the sub-agents of the ended turn `turn_id` that still work."""
+        self.celery.send_task(STOP_CHILDREN_TASK, args=[turn_id], queue=CONTROL_QUEUE)
 
     def watch_poll(self, watch_id: str, claim_token: str) -> None:
         self.celery.send_task(WATCH_POLL_TASK, args=[watch_id, claim_token], queue=TOOLS_QUEUE)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from app.engine import workstreams
+from app.engine.life import workstreams
 from app.runtime import Runtime
 from app.settings import WATCH_MAX_ACTIVE, Settings
 from app.storage.migrate import upgrade

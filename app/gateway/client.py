@@ -49,7 +49,7 @@ def send(
     post: Post | None = None,  # httpx.post
     is_cancelled: Callable[[], bool] = lambda: False,
 ) -> Outcome:
-    import httpx  # on first use: see app/tools/fetch/__init__
+    import httpx  # on first use: see app/tools/web/fetch/__init__
 
     post = post or httpx.post
     reason = ""

@@ -18,7 +18,7 @@ from app.settings import MEMORY_INJECT_CHARS, MemorySettings, ToolSettings
 from app.storage.models import Memory
 
 if TYPE_CHECKING:
-    from app.engine.prompt_context import PromptContext
+    from app.engine.conversation.prompt_context import PromptContext
 
 _COMMON = (
     "a an and are as at be but by can could did do does for from had has have how i if in into is it its "

@@ -13,7 +13,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from app.providers import event_fields as fields
-from app.providers import events, keepalive
+from app.providers import keepalive, reply_parts
 from app.providers.base import (
     api_key_for,
     cached_client,
@@ -23,11 +23,11 @@ from app.providers.base import (
 )
 from app.providers.citations import Sources, cited, split_tools
 from app.providers.errors import ModelNotConfiguredError
-from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.failure import AttemptFailedError, Failure, server_message
 from app.providers.openai_format import convert_messages
 from app.providers.openai_whole import as_chunk, is_whole
 from app.providers.profiles import profile_for
+from app.providers.reply_parts import ModelEvent, ToolCallRequest
 from app.settings import ModelSettings
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -168,11 +168,11 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
     if finish_reason is None:
         raise AttemptFailedError(truncated_failure())
     if text := sources.text():
-        yield events.content(text)
+        yield reply_parts.content(text)
     # Tool calls go out whole, in the order the model made them.
     for index in sorted(calls):
-        yield events.tool_call(calls[index].complete())
-    yield events.finish(finish_reason, usage)
+        yield reply_parts.tool_call(calls[index].complete())
+    yield reply_parts.finish(finish_reason, usage)
 
 
 def _usage(reported: dict[str, Any]) -> dict[str, int]:
@@ -204,14 +204,14 @@ def _delta_events(
     # (a few send an object of their own there: only text is shown, as before).
     for thinking in (delta.get("reasoning_content"), delta.get("reasoning")):
         if isinstance(thinking, str) and thinking:
-            yield events.reasoning(thinking)
+            yield reply_parts.reasoning(thinking)
             break
     if content := fields.text(delta.get("content"), "content"):
-        yield events.content(content)
+        yield reply_parts.content(content)
     # OpenAI's models may decline in a field of its own (the API reference's `refusal`, on the
     # delta and on the message): the person sees it as the answer.
     if refusal := fields.text(delta.get("refusal"), "refusal"):
-        yield events.content(refusal)
+        yield reply_parts.content(refusal)
     for piece in fields.items(delta.get("tool_calls"), "tool_calls"):
         _add_piece(calls, fields.obj(piece, "a tool call"))
 

@@ -60,7 +60,7 @@ class Reranker:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        import httpx  # on first use: see app/tools/fetch/__init__
+        import httpx  # on first use: see app/tools/web/fetch/__init__
 
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, RERANK_CONNECT_TIMEOUT_SECONDS))
         try:

@@ -404,8 +404,8 @@ class ChannelLink(SQLModel, table=True):
 
 class Notification(SQLModel, table=True):
     """One of a turn's notifications: a slot taken before the gateway is asked, marked sent when it
-    went out and given back when every attempt failed, so that at most NOTIFY_MAX_PER_TURN
-    succeed, across worker restarts (app/gateway/quota.py)."""
+    went out and given back when every attempt failed, so that at most notify's MAX_PER_TURN
+    succeed, across worker restarts (app/tools/notify.py)."""
 
     __tablename__ = "notifications"
     __table_args__ = (UniqueConstraint("turn_id", "slot"),)

@@ -16,8 +16,8 @@ from app.settings import (
     MEMORY_MAX_LIMIT,
 )
 from app.storage.models import Memory
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.tool import COORDINATOR
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.tool import COORDINATOR
 
 TOOL = "memory"
 ACTIONS = ("save", "search", "delete", "list")

@@ -13,7 +13,7 @@ from app.memory import owners
 from app.recall import search
 from app.recall.query import QueryError, parse
 from app.settings import RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT
-from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 
 TOOL = "recall"
 NO_STORAGE = "Error: recall has no storage in this context"

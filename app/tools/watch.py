@@ -8,8 +8,8 @@ from typing import Any
 from app.events import EventType
 from app.settings import MAX_NAME_CHARS, WATCH_DEFAULT_INTERVAL, WATCH_DEFAULT_MAX_POLLS, WATCH_MAX_POLLS
 from app.storage.types import storable
-from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.bash import blocked_pattern, sanitized
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 from app.watches import store
 from app.watches.conditions import ConditionError, validate
 from app.watches.intervals import IntervalError, describe, parse_interval

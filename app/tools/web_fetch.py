@@ -9,9 +9,9 @@ from typing import Any
 
 from app.providers import ContextWindowError, ModelError, stream_reply
 from app.settings import WEB_FETCH_MAX_PAGE_CHARS, WEB_FETCH_MIN_PAGE_CHARS, ModelSettings
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.fetch import Fetcher, FetchError, Page, Target, prepared
-from app.tools.fetch.text import page_text
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.web.fetch import Fetcher, FetchError, Page, Target, prepared
+from app.tools.web.fetch.text import page_text
 
 TOOL = "web_fetch"
 NO_FETCHER = "Error: web_fetch cannot run here: this service has no fetcher"

@@ -19,9 +19,9 @@ from app.settings import (
     ToolSettings,
     web_search_mcp_target,
 )
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.mcp_search import MCPSearch
-from app.tools.searxng import CATEGORIES, Result, SearchError, SearxNG
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.web.mcp_backend import MCPSearch
+from app.tools.web.searxng import CATEGORIES, Result, SearchError, SearxNG
 
 TOOL = "web_search"
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
-from app.engine import turns
-from app.engine.outbox import Outbox
+from app.engine.life import turns
+from app.engine.publishing.outbox import Outbox
 from app.events import EventType
 from app.runtime import Runtime
 from app.settings import WATCH_MAX_CHAIN

@@ -6,7 +6,8 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from app.engine import conversation, workstreams
+from app.engine.conversation import stored
+from app.engine.life import workstreams
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS, MAX_PATH_CHARS
 from app.users import ownership
@@ -90,7 +91,7 @@ def cancel(ws_id: str) -> Any:
 def history(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, ws_id)
-    return _reply(200, conversation.history(rt, ws_id))
+    return _reply(200, stored.history(rt, ws_id))
 
 
 @api.get("/workstreams/<ws_id>/watches")

@@ -1,12 +1,12 @@
 """gunicorn's server hooks (`--config python:app.web.gunicorn_config`, as the Procfile runs it):
 a dead worker's open websockets stop counting in /metrics, and a worker that has loaded the app
-settles what it keeps (`app.heap`)."""
+settles what it keeps (`app.gc_settle`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app import heap
+from app import gc_settle
 from app.metrics import folder
 
 
@@ -19,4 +19,4 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    heap.settle()
+    gc_settle.settle()

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
-from app.engine import workstreams
+from app.engine.life import workstreams
 from app.errors import BadRequestError, PayloadTooLargeError
 from app.previews import links, store
 from app.runtime import Runtime

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from app.engine import conversation
-from app.engine.conversation_cache import ConversationCache
+from app.engine.conversation import stored
+from app.engine.conversation.cache import ConversationCache
 from app.storage.database import Database
 from app.storage.models import Message
 from tests.integration.storage import add_message, add_workstream, migrated
@@ -51,7 +51,7 @@ def read_noting_queries(
 
 def whole(db: Database, ws_id: str) -> list[Message]:
     with db.reader() as s:
-        return conversation.messages(s, ws_id)
+        return stored.messages(s, ws_id)
 
 
 def test_each_read_is_the_whole_conversation_with_the_new_rows(db):
@@ -118,7 +118,7 @@ def test_a_deleted_workstream_leaves_nothing_behind_and_others_are_dropped_when_
     cache = ConversationCache(kept=1)
     assert len(read(db, cache, ws)) == 1
     with db.session() as s:
-        for row in s.exec(conversation.select(Message).where(Message.ws_id == ws)).all():
+        for row in s.exec(stored.select(Message).where(Message.ws_id == ws)).all():
             s.delete(row)
     assert read(db, cache, ws) == []
     other = add_workstream(db, "ws2")
@@ -135,7 +135,7 @@ def test_each_rows_entry_for_the_model_is_made_once_and_matches_a_whole_reload(d
 
     def make(row: Message) -> dict[str, object]:
         made.append(row.id)
-        return conversation.model_entry(row)
+        return stored.model_entry(row)
 
     def entries() -> list[dict[str, object]]:
         with db.reader() as s:
@@ -145,10 +145,10 @@ def test_each_rows_entry_for_the_model_is_made_once_and_matches_a_whole_reload(d
     call = [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
     add_message(db, ws, "assistant", "", tool_calls=call)
     before = entries()
-    assert before == conversation.for_model("s", whole(db, ws))[1:]
+    assert before == stored.for_model("s", whole(db, ws))[1:]
     last = add_message(db, ws, "tool", "done", tool_call_id="c1", name="bash")
     after = entries()
-    assert after == conversation.for_model("s", whole(db, ws))[1:]
+    assert after == stored.for_model("s", whole(db, ws))[1:]
     assert all(a is b for a, b in zip(before, after, strict=False))  # the same objects, not made again
     assert made == [first, first + 1, last]
     with db.session() as s:  # a lower id committing late is still seen

@@ -12,9 +12,9 @@ from sqlalchemy import text
 
 from app.recall.query import parse
 from app.recall.search import search
-from app.tools.base import ToolContext
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.registry import build_registry
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
 from tests.integration.storage import Owners, add_message, add_workstream, migrated
 
 pytestmark = pytest.mark.integration

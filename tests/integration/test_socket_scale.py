@@ -21,7 +21,7 @@ import pytest
 import websocket
 import websockets
 
-from app import keys
+from app import redis_keys
 from app.events import EventLog
 from tests.apart import run_apart
 from tests.fakes.model_server import Reply
@@ -190,9 +190,9 @@ def test_a_user_past_their_cap_on_open_sockets_is_told_to_try_later(services, ap
     other = websocket.create_connection(socket_url(base_url, api.create_workstream()), timeout=10)
     other.close()
     held.pop().close()
-    assert wait_until(lambda: services.redis.zcard(keys.sockets_of(person.user_id)) == 2, 5)
+    assert wait_until(lambda: services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 2, 5)
     held.append(admitted(base_url, token, ws_id))
-    assert services.redis.zcard(keys.sockets_of(person.user_id)) == 3
+    assert services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 3
     for sock in held:
         sock.close()
 
@@ -215,13 +215,13 @@ def test_a_web_process_stopping_tells_its_sockets_to_reconnect_and_frees_their_p
     ws_id = seeded(services, person.api(services).create_workstream())
     conn = websocket.create_connection(socket_url(base_url, ws_id, person.tokens["all"]), timeout=10)
     assert json.loads(conn.recv())["text"] == "seed"
-    assert services.redis.zcard(keys.sockets_of(person.user_id)) == 1
+    assert services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 1
     name = next(name for name in services.processes if name.startswith("web-scale-"))
     os.killpg(services.processes[name].pid, signal.SIGTERM)  # a deploy: gunicorn stops gracefully
     _frames, code = frames_until_closed(conn, timeout=10)
     assert code == 1001  # going away: reconnect with after
     assert wait_until(
-        lambda: services.redis.zcard(keys.sockets_of(person.user_id)) == 0, 3
+        lambda: services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 0, 3
     )  # not left to lapse
     services.processes.pop(name).wait(timeout=30)
 
@@ -230,7 +230,7 @@ def test_a_web_process_stopping_tells_its_sockets_to_reconnect_and_frees_their_p
 
 
 def subscribers(services: Services, ws_id: str) -> int:
-    [(_channel, count)] = services.redis.pubsub_numsub(keys.event_channel(ws_id))
+    [(_channel, count)] = services.redis.pubsub_numsub(redis_keys.event_channel(ws_id))
     return int(count)
 
 

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from app.engine import model_step, turns, workstreams
+from app.engine.life import turns, workstreams
+from app.engine.running import model_step
 from app.runtime import Runtime
 from app.settings import WATCH_MAX_CHAIN
 from app.storage.models import Message, Turn, TurnStatus, Watch, WatchStatus

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings
-from app.tools import diff_file, edit_file, open_preview, reach, read_file, search, write_file
-from app.tools.base import ToolContext
-from app.tools.files import FileToolError
+from app.tools import diff_file, edit_file, open_preview, read_file, search, write_file
+from app.tools.core.base import ToolContext
+from app.tools.files import reach
+from app.tools.files.paths import FileToolError
 
 
 @pytest.fixture

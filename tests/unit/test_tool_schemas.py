@@ -45,11 +45,11 @@ from app.settings import (
     ToolSettings,
 )
 from app.tools import diff_file, memory, read_resource, skill, task_agent, use_prompt, watch, write_file
-from app.tools.base import Preparation, ToolContext, ToolHandler
-from app.tools.fetch import Fetcher
-from app.tools.registry import SCHEMA_DIR, default_handlers
-from app.tools.searxng import CATEGORIES
-from app.tools.tool import COORDINATOR
+from app.tools.core.base import Preparation, ToolContext, ToolHandler
+from app.tools.core.registry import SCHEMA_DIR, default_handlers
+from app.tools.core.tool import COORDINATOR
+from app.tools.web.fetch import Fetcher
+from app.tools.web.searxng import CATEGORIES
 from tests.unit.test_fetcher import FakeResolver
 
 BOUND_KEYWORDS = ("maximum", "minimum", "enum", "pattern")

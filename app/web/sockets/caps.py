@@ -17,7 +17,7 @@ from collections import defaultdict
 import redis
 import redis.asyncio as aioredis
 
-from app import keys
+from app import redis_keys
 from app.users.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Caps:
         now = time.time()
         try:
             taken = await self._take(
-                keys=[keys.sockets_of(principal)],
+                keys=[redis_keys.sockets_of(principal)],
                 args=[now, now + LAPSE_SECONDS, ticket, self.per_principal, LAPSE_SECONDS * 2],
             )
         except (redis.RedisError, OSError) as exc:
@@ -81,7 +81,7 @@ class Caps:
         if not self._held[principal]:
             del self._held[principal]
         with contextlib.suppress(redis.RedisError, OSError):  # else it lapses
-            await self._redis.zrem(keys.sockets_of(principal), ticket)
+            await self._redis.zrem(redis_keys.sockets_of(principal), ticket)
 
     async def renew(self) -> None:
         """Keep this process's entries from lapsing (one command per principal)."""
@@ -89,8 +89,8 @@ class Caps:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for principal, tickets in self._held.items():
-                    pipe.zadd(keys.sockets_of(principal), dict.fromkeys(tickets, lapses))
-                    pipe.expire(keys.sockets_of(principal), LAPSE_SECONDS * 2)
+                    pipe.zadd(redis_keys.sockets_of(principal), dict.fromkeys(tickets, lapses))
+                    pipe.expire(redis_keys.sockets_of(principal), LAPSE_SECONDS * 2)
                 await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             log.warning("socket caps: could not renew (%s)", type(exc).__name__)
