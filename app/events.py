@@ -122,6 +122,7 @@ class EventType:
     CONTENT = "content"
     REASONING = "reasoning"
     STREAM_END = "stream_end"
+    MODEL_RETRY = "model_retry"  # a model request failed and is tried again: why, and after how long
     TOOL_INFO = "tool_info"
     APPROVE_REQUEST = "approve_request"
     APPROVAL_RESOLVED = "approval_resolved"

@@ -150,6 +150,10 @@ SKILL_MAX_CONTENT_CHARS = 100_000
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
 DEFAULT_MODEL_TIMEOUT_SECONDS = 120.0
+# How long a model server may send nothing (before its first byte or between two) before the
+# stream counts as stalled and is asked for again (TURNSTONE_MODEL_STREAM_IDLE_SECONDS). As long
+# as the timeout: a local server sends nothing while it reads a long prompt.
+DEFAULT_MODEL_STREAM_IDLE_SECONDS = DEFAULT_MODEL_TIMEOUT_SECONDS
 
 # `max_tokens` (the reply's output limit, which the Anthropic API requires) when a
 # model's `[models.NAME] max_tokens` does not set it: each Claude family's published
@@ -387,6 +391,7 @@ class Settings:
     model_retries: int = DEFAULT_MODEL_RETRIES
     model_backoff_seconds: float = DEFAULT_MODEL_BACKOFF_SECONDS
     model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT_SECONDS
+    model_stream_idle_seconds: float = DEFAULT_MODEL_STREAM_IDLE_SECONDS
     # [tool_sources.NAME]: `factory = "module:callable"` plus the factory's own options.
     tool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     redis_retry_seconds: float = DEFAULT_REDIS_RETRY_SECONDS
@@ -468,6 +473,10 @@ class Settings:
             ),
             model_backoff_seconds=_float(
                 env.get("TURNSTONE_MODEL_BACKOFF_SECONDS", DEFAULT_MODEL_BACKOFF_SECONDS)
+            ),
+            model_stream_idle_seconds=_positive(
+                env.get("TURNSTONE_MODEL_STREAM_IDLE_SECONDS", DEFAULT_MODEL_STREAM_IDLE_SECONDS),
+                "TURNSTONE_MODEL_STREAM_IDLE_SECONDS",
             ),
             tool_sources=_tool_sources(config.get("tool_sources", {})),
             redis_retry_seconds=_float(env.get("TURNSTONE_REDIS_RETRY_SECONDS", DEFAULT_REDIS_RETRY_SECONDS)),
@@ -788,6 +797,16 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
 
 def _float(value: Any) -> float:
     return float(value)
+
+
+def _positive(value: Any, name: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{name} must be a number of seconds, got {value!r}") from exc
+    if not 0 < seconds < float("inf"):
+        raise SettingsError(f"{name} must be above 0 seconds, got {value!r}")
+    return seconds
 
 
 def _memory_settings(section: Any) -> MemorySettings:

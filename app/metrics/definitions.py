@@ -47,6 +47,13 @@ TOOL_BATCH_SECONDS = Histogram(
     buckets=TOOL_BATCH_BUCKETS,
     registry=None,
 )
+MODEL_RETRIES = Counter(
+    "turnstone_model_retries",
+    "Model requests tried again, by server family and reason (rate_limited, overloaded, "
+    "server_error, stalled, connection, broken_stream).",
+    ["family", "reason"],
+    registry=None,
+)
 OPEN_WEBSOCKETS = Gauge(
     "turnstone_open_websockets",
     "Websockets open on the web processes (summed over the live ones).",
@@ -60,5 +67,6 @@ OWN_METRICS = (
     TOOL_CALLS,
     MODEL_STEP_SECONDS,
     TOOL_BATCH_SECONDS,
+    MODEL_RETRIES,
     OPEN_WEBSOCKETS,
 )

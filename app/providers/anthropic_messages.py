@@ -102,14 +102,15 @@ def attempt(
     *,
     should_stop: Callable[[], bool],
     timeout_seconds: float,
+    idle_seconds: float | None = None,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
-    client = cached_client(
-        anthropic.Anthropic, api_key_for(model), model.base_url or ANTHROPIC_DEFAULT_BASE_URL, timeout_seconds
-    )
+    base_url = model.base_url or ANTHROPIC_DEFAULT_BASE_URL
+    client = cached_client(anthropic.Anthropic, api_key_for(model), base_url, timeout_seconds, idle_seconds)
     params = request_params(model, messages, tools)
     # Unlike the openai SDK, this one lets transport errors out of a stream unwrapped.
-    failures = sdk_failures(anthropic, timeout_seconds, transport_errors=(httpx2.TransportError,))
+    waited = idle_seconds or timeout_seconds
+    failures = sdk_failures(anthropic, waited, transport_errors=(httpx2.TransportError,))
     keep_text = has_web_search(params.get("tools", []))
     with failures, _create(client, params) as stream:
         if is_whole(stream.response):  # a server that answers a streamed request in one body

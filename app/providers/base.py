@@ -10,8 +10,12 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
+import httpx2
+
 from app.providers.content import Shared, dumps
 from app.providers.failure import (
+    CONNECTION_FAILED,
+    TIMED_OUT,
     AttemptFailedError,
     Failure,
     parse_retry_after,
@@ -60,19 +64,22 @@ def connection_failure(exc: BaseException, timeout_seconds: float) -> Failure:
     cause = exc.__cause__ or exc.__context__
     detail = f"{exc} ({cause})" if cause and str(cause) else str(exc)
     if "timed out" in detail.lower() or "timeout" in type(exc).__name__.lower():
-        return Failure(status=None, message=f"timed out after {timeout_seconds:g} s: {detail}")
-    return Failure(status=None, message=f"connection failed: {detail}")
+        return Failure(status=None, message=f"{TIMED_OUT} {timeout_seconds:g} s: {detail}")
+    return Failure(status=None, message=f"{CONNECTION_FAILED}: {detail}")
 
 
 @functools.lru_cache(maxsize=32)
-def cached_client(client_class: type, api_key: str, base_url: str, timeout_seconds: float) -> Any:
+def cached_client(
+    client_class: type, api_key: str, base_url: str, timeout_seconds: float, idle_seconds: float | None = None
+) -> Any:
     """One SDK client per endpoint, shared by the worker's threads: building one costs ~50 ms
-    (its HTTP client and TLS context), and a shared one keeps connections alive."""
+    (its HTTP client and TLS context), and a shared one keeps connections alive. `idle_seconds`:
+    how long a read may wait for the server's next bytes (a stalled stream), when not the timeout."""
     return client_class(
         api_key=api_key,
         # Passed even when unset so the SDK never falls back to the environment.
         base_url=base_url,
-        timeout=timeout_seconds,
+        timeout=httpx2.Timeout(timeout_seconds, read=idle_seconds or timeout_seconds),
         max_retries=0,  # our retry loop decides
     )
 

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})  # and every 5xx
+# How a failure with no status begins when the server was silent, or never reached.
+TIMED_OUT = "no answer within"
+CONNECTION_FAILED = "connection failed"
 
 # How servers say "the conversation does not fit the context window" (lower-cased).
 # Codes and types: OpenAI `context_length_exceeded`, llama.cpp `exceed_context_size_error`.
@@ -47,6 +50,22 @@ class Failure:
             return True
         text = self.message.lower()
         return any(phrase in text for phrase in CONTEXT_WINDOW_PHRASES)
+
+    @property
+    def reason(self) -> str:
+        """What kind of failure, in one word (a metric's label, bounded)."""
+        if self.status == 429:
+            return "rate_limited"
+        # Anthropic answers 529 `overloaded_error`, and sends that error type inside streams.
+        if self.status == 529 or (self.code or "").startswith("overloaded"):
+            return "overloaded"
+        if self.status is not None:
+            return "server_error"
+        if self.message.startswith(TIMED_OUT):
+            return "stalled"
+        if self.message.startswith(CONNECTION_FAILED):
+            return "connection"
+        return "broken_stream"
 
     def describe(self) -> str:
         return self.message if self.status is None else f"HTTP {self.status}: {self.message}"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import openai
 from openai.types.chat import ChatCompletion
 
@@ -79,12 +80,15 @@ def attempt(
     *,
     should_stop: Callable[[], bool],
     timeout_seconds: float,
+    idle_seconds: float | None = None,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
     base_url = model.base_url or OPENAI_DEFAULT_BASE_URL
-    client = cached_client(openai.OpenAI, api_key_for(model), base_url, timeout_seconds)
+    client = cached_client(openai.OpenAI, api_key_for(model), base_url, timeout_seconds, idle_seconds)
     params = request_params(model, messages, tools, ask_usage=base_url not in _REFUSES_STREAM_OPTIONS)
-    with sdk_failures(openai, timeout_seconds), _create(client, params, base_url) as stream:
+    waited = idle_seconds or timeout_seconds
+    failures = sdk_failures(openai, waited, transport_errors=(httpx2.TransportError,))
+    with failures, _create(client, params, base_url) as stream:
         if is_whole(stream.response):  # a server that answers a streamed request in one body
             yield from _events([as_chunk(stream.response.read())], should_stop)
         else:

@@ -40,12 +40,15 @@ def stream_reply(
     retries: int = DEFAULT_MODEL_RETRIES,
     backoff_seconds: float = DEFAULT_MODEL_BACKOFF_SECONDS,
     timeout_seconds: float = DEFAULT_MODEL_TIMEOUT_SECONDS,
+    idle_seconds: float | None = None,
 ) -> Iterator[ModelEvent]:
     """The model's reply to `messages` (OpenAI chat format), streamed.
 
     A complete reply ends with a "finish" event carrying the token usage. When a
     retryable failure breaks the stream after events went out, a "restart" event
-    says so and the reply starts again from nothing: drop what came before it.
+    says so and the reply starts again from nothing: drop what came before it. Every
+    retry is announced first by a "retry" event. `idle_seconds`: how long the server may
+    send nothing before the stream counts as stalled (None: `timeout_seconds`).
 
     Raises `ModelNotConfiguredError` at once; `ModelUnavailableError`,
     `ModelRequestError` and its `ContextWindowError` while iterating. When
@@ -61,17 +64,20 @@ def stream_reply(
         tools,
         should_stop=should_stop,
         timeout_seconds=timeout_seconds,
+        idle_seconds=idle_seconds,
     )
+    profile = profile_for(model)
     return stream_with_retries(
         attempt,
         target=describe_target(model, getattr(provider, DEFAULT_BASE_URL_NAMES[model.provider])),
         policy=RetryPolicy(
             retries=retries,
             backoff_seconds=backoff_seconds,
-            also_retryable=profile_for(model).retryable_statuses,
+            also_retryable=profile.retryable_statuses,
         ),
         secret=model.api_key,
         should_stop=should_stop,
+        family=profile.family,
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-EventKind = Literal["content", "reasoning", "tool_call", "server_block", "restart", "finish"]
+EventKind = Literal["content", "reasoning", "tool_call", "server_block", "restart", "retry", "finish"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ class ModelEvent:
     those (OpenAI's input count includes cached tokens; Anthropic's leaves them out).
     An empty `usage` means the server reported none. "server_block" carries a content
     block the provider ran itself (`block`, in its wire form: Anthropic's tool search
-    call and result); it is stored with the reply and sent back as it came.
+    call and result); it is stored with the reply and sent back as it came. "retry": an
+    attempt failed and another (`attempt`, counted from 1) follows after `wait_seconds`;
+    `text` says why. It comes before the wait, and before a "restart" when events went out.
     """
 
     kind: EventKind
@@ -40,6 +42,8 @@ class ModelEvent:
     finish_reason: str | None = None
     usage: Mapping[str, int] = field(default_factory=dict)
     block: Mapping[str, Any] | None = None
+    attempt: int | None = None
+    wait_seconds: float | None = None
 
 
 def content(text: str) -> ModelEvent:
@@ -60,6 +64,10 @@ def restart(reason: str) -> ModelEvent:
 
 def finish(reason: str | None, usage: Mapping[str, int]) -> ModelEvent:
     return ModelEvent(kind="finish", finish_reason=reason, usage=dict(usage))
+
+
+def retry(reason: str, attempt: int, wait_seconds: float) -> ModelEvent:
+    return ModelEvent(kind="retry", text=reason, attempt=attempt, wait_seconds=wait_seconds)
 
 
 def server_block(block: Mapping[str, Any]) -> ModelEvent:

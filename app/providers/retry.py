@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
+from app.metrics.definitions import MODEL_RETRIES
 from app.providers import reply_parts
 from app.providers.errors import (
     ContextWindowError,
@@ -21,6 +23,10 @@ from app.providers.failure import AttemptFailedError, Failure
 from app.providers.reply_parts import ModelEvent
 
 MAX_RETRY_AFTER_SECONDS = 30.0  # a server asking for longer is not waited for longer
+# The back-off doubles from `backoff_seconds` up to this, and each wait is drawn between half of
+# it and all of it, so that the workers a rate limit or an overload hit at once come back apart.
+MAX_BACKOFF_SECONDS = 20.0
+JITTER = 0.5
 # How often a back-off asks `should_stop()`: a cancel ends the wait within this.
 STOP_POLL_SECONDS = 0.05
 
@@ -32,9 +38,11 @@ class RetryPolicy:
     also_retryable: frozenset[int] = frozenset()  # statuses the server family fails with now and then
 
     def delay(self, retry_number: int, failure: Failure) -> float:
+        """The server's `retry-after` when it gave one (capped), else the jittered back-off."""
         if failure.retry_after is not None:
             return min(max(failure.retry_after, 0.0), MAX_RETRY_AFTER_SECONDS)
-        return self.backoff_seconds * 2**retry_number
+        ceiling = min(self.backoff_seconds * 2.0 ** min(retry_number, 32), MAX_BACKOFF_SECONDS)
+        return ceiling * random.uniform(1 - JITTER, 1)
 
 
 def _never() -> bool:
@@ -48,6 +56,7 @@ def stream_with_retries(
     policy: RetryPolicy,
     secret: str | None,
     should_stop: Callable[[], bool] = _never,
+    family: str = "generic",
 ) -> Iterator[ModelEvent]:
     """Events of one attempt after another until one completes, within `policy.retries`.
 
@@ -70,9 +79,13 @@ def stream_with_retries(
         was_interrupted = was_interrupted or has_started
         if error := _final_error(failure, target, policy, retry_number, was_interrupted, secret):
             raise error
+        wait = policy.delay(retry_number, failure)
+        MODEL_RETRIES.labels(family=family, reason=failure.reason).inc()
+        reason = redact(failure.describe(), secret)
+        yield reply_parts.retry(reason, attempt=retry_number + 2, wait_seconds=wait)
         if has_started:
             yield reply_parts.restart(redact(_restart_reason(failure), secret))
-        if is_stopped_while_waiting(policy.delay(retry_number, failure), should_stop):
+        if is_stopped_while_waiting(wait, should_stop):
             return
     raise AssertionError("unreachable")  # itertools.count() never ends
 

@@ -10,8 +10,11 @@ import pytest
 
 from tests.fakes.replay_server import ReplayServer
 from tests.integration.client import Api
-from tests.integration.services import API_TOKEN, Services, running
+from tests.integration.services import API_TOKEN, Services
 from tests.providers.wire import FAMILIES, family
+
+STREAM_IDLE_SECONDS = 2  # a stream silent this long is stalled: asked for again
+METRICS_TOKEN = "metrics-token-for-the-provider-tests"
 
 
 def model_config(replay: ReplayServer) -> str:
@@ -41,8 +44,16 @@ def provider_service(
     replay_server: ReplayServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Services]:
     tmp = tmp_path_factory.mktemp("providers-service")
-    with running("sqlite", tmp, replay_server.base_url("openai"), model_config(replay_server)) as svc:
+    svc = Services("sqlite", tmp, replay_server.base_url("openai"))
+    (tmp / "config.toml").write_text(model_config(replay_server))
+    svc.env["TURNSTONE_CONFIG"] = str(tmp / "config.toml")
+    svc.env["TURNSTONE_MODEL_STREAM_IDLE_SECONDS"] = str(STREAM_IDLE_SECONDS)
+    svc.env["TURNSTONE_METRICS_TOKEN"] = METRICS_TOKEN
+    try:
+        svc.start()
         yield svc
+    finally:
+        svc.stop()
 
 
 @pytest.fixture

@@ -127,7 +127,10 @@ def test_a_rate_limit_waits_as_long_as_the_server_asks(api, replay, workdir, nam
     first, second = seen.requests
     waited = second.arrived - first.arrived
     retry_after = family(name).RETRY_AFTER
+    [retry] = seen.of_type("model_retry")  # the wait is shown, and why
+    assert retry["attempt"] == 2 and ("429" in retry["reason"] or "503" in retry["reason"])
     if retry_after is not None:
+        assert retry["wait_seconds"] == retry_after
         assert retry_after <= waited < retry_after + 5
     assert first.raw == second.raw
 

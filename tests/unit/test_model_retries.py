@@ -54,7 +54,7 @@ def test_restarts_spend_the_same_retry_budget(server, provider):
         for event in stream_reply(model_for(server, provider), HELLO, [], **{**FAST, "retries": 1}):
             seen.append(event)
 
-    assert [e.kind for e in seen] == ["content", "restart"]
+    assert [e.kind for e in seen] == ["content", "retry", "restart"]  # the retry announced, then done
     message = str(caught.value)
     assert "stream interrupted" in message and "2 attempts" in message and "HTTP 503" in message
     assert len(server.history) == 2
@@ -88,7 +88,8 @@ def test_stop_during_a_retry_after_wait_ends_the_stream_at_once(server, provider
     events = list(stream_reply(model, HELLO, [], should_stop=stop_on_third_look(), **FAST))
 
     assert time.monotonic() - started < 1.0
-    assert events == []  # ended as a stop does: no error, no "finish"
+    # Ended as a stop does: no error, no "finish"; only the retry that was waited for.
+    assert [(e.kind, e.attempt, e.wait_seconds) for e in events] == [("retry", 2, LONG_WAIT)]
     assert len(server.history) == 1  # and no other try
 
 
@@ -108,5 +109,5 @@ def test_stop_after_a_restart_ends_the_stream_without_another_try(server, provid
         seen.append(event)
 
     assert time.monotonic() - started < 1.0
-    assert [e.kind for e in seen] == ["content", "restart"]
+    assert [e.kind for e in seen] == ["content", "retry", "restart"]
     assert len(server.history) == 1

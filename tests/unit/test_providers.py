@@ -490,7 +490,8 @@ MALFORMED_EVENTS = {
         '{"choices": [{"delta": {"tool_calls": [{"index": "0"}]}}]}',
         '{"choices": [{"delta": {"tool_calls": [{"index": true}]}}]}',
         '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 3}}]}}]}',
-        '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": {}}}]}}]}',
+        # (an object is taken as its text: TGI sends arguments so, tests/providers/wire/tgi.py)
+        '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": 5}}]}}]}',
         '{"choices": [{"delta": {}, "finish_reason": 7}]}',
         '{"usage": "lots", "choices": []}',
     ],

@@ -143,6 +143,7 @@ def _stream(
             retries=rt.settings.model_retries,
             backoff_seconds=rt.settings.model_backoff_seconds,
             timeout_seconds=rt.settings.model_timeout_seconds,
+            idle_seconds=rt.settings.model_stream_idle_seconds,
         ):
             if event.kind == "content":
                 reply.content.append(event.text)
@@ -156,6 +157,14 @@ def _stream(
                 reply.server_blocks.append(dict(event.block))
             elif event.kind == "finish":
                 reply.usage = dict(event.usage)
+            elif event.kind == "retry":  # an attempt failed: who watches sees why, and the wait
+                delta(
+                    EventType.MODEL_RETRY,
+                    step=step,
+                    attempt=event.attempt,
+                    wait_seconds=round(event.wait_seconds or 0.0, 3),
+                    reason=event.text,
+                )
             elif event.kind == "restart":  # the stream broke and is being asked for again
                 reasoning.flush()
                 content.flush()
