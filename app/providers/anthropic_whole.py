@@ -8,18 +8,16 @@ import json
 from typing import Any
 
 from app.providers import event_fields as fields
-from app.providers.base import malformed_failure
 from app.providers.failure import AttemptFailedError, Failure, server_message
+from app.providers.openai_whole import parsed
 
 
 def as_events(raw: bytes) -> list[dict[str, Any]]:
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise AttemptFailedError(malformed_failure(f"the body is not JSON: {exc}")) from None
-    body = fields.obj(body, "the message")
+    body = fields.obj(parsed(raw), "the message")
     if body.get("type") == "error" or body.get("error") is not None:
         raise AttemptFailedError(Failure(status=None, message=server_message(body, "the server failed")))
+    if not isinstance(body.get("content"), list):
+        raise fields.malformed("the message has no content list")
     usage = body.get("usage")
     out: list[dict[str, Any]] = [{"type": "message_start", "message": {"usage": usage}}]
     for index, block in enumerate(fields.items(body.get("content"), "the message's content")):

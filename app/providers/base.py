@@ -134,5 +134,7 @@ def sdk_failures(
         raise AttemptFailedError(failure) from None
     except json.JSONDecodeError as exc:  # the SDKs parse each event's data unguarded
         raise AttemptFailedError(malformed_failure(exc.msg)) from None
+    except RecursionError:  # data nested deeper than the parser goes: a hostile or broken server
+        raise AttemptFailedError(malformed_failure("nested too deep")) from None
     except transport_errors as exc:
         raise AttemptFailedError(connection_failure(exc, timeout_seconds)) from None

@@ -16,16 +16,24 @@ def is_whole(response: Any) -> bool:
     return str(response.headers.get("content-type", "")).lower().startswith("application/json")
 
 
+def parsed(raw: bytes) -> Any:
+    """The body's JSON; anything else (not JSON, nested past the parser) fails the attempt."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise AttemptFailedError(malformed_failure(f"the body is not JSON: {exc}")) from None
+    except RecursionError:
+        raise AttemptFailedError(malformed_failure("the body is nested too deep")) from None
+
+
 def as_chunk(raw: bytes) -> dict[str, Any]:
     """The completion in `raw` as one streamed chunk: each choice's message as its delta, each
     tool call with its index. An error body (sent with status 200) fails the attempt."""
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise AttemptFailedError(malformed_failure(f"the body is not JSON: {exc}")) from None
-    body = fields.obj(body, "the completion")
+    body = fields.obj(parsed(raw), "the completion")
     if body.get("error") is not None or body.get("object") == "error":
         raise AttemptFailedError(Failure(status=None, message=server_message(body, "the server failed")))
+    if not fields.items(body.get("choices"), "choices"):
+        raise fields.malformed("the completion has no choices")
     choices = []
     for choice in fields.items(body.get("choices"), "choices"):
         choice = fields.obj(choice, "a choice")

@@ -494,6 +494,7 @@ MALFORMED_EVENTS = {
         '{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": 5}}]}}]}',
         '{"choices": [{"delta": {}, "finish_reason": 7}]}',
         '{"usage": "lots", "choices": []}',
+        "[" * 100_000 + "]" * 100_000,  # deeper than the JSON parser's recursion
     ],
     "anthropic": [
         "[1]",
@@ -511,6 +512,7 @@ MALFORMED_EVENTS = {
         '{"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": {}}}',
         '{"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}}',
         '{"type": "message_start", "message": []}',
+        "[" * 100_000 + "]" * 100_000,
     ],
 }
 
