@@ -38,7 +38,7 @@ def model_python() -> str | None:
     named = os.environ.get("TJ_REAL_MODEL_PYTHON")
     candidate = named or str(ROOT / ".venv-model" / "bin" / "python")
     probe = [candidate, "-c", "import llama_cpp.server"]
-    works = Path(candidate).exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0
+    works = Path(candidate).exists() and not subprocess.run(probe, capture_output=True).returncode
     if not works:
         if named:  # asked for and broken: an error, not a skip
             raise RuntimeError(f"TJ_REAL_MODEL_PYTHON={named} cannot import llama_cpp.server")
