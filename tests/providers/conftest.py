@@ -71,3 +71,16 @@ def api(provider_service: Services) -> Api:
 @pytest.fixture
 def workdir(provider_service: Services, tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:  # type: ignore[type-arg]
+    """A failed test shows the tails of the service's logs: CI keeps nothing else."""
+    outcome = yield
+    report = outcome.get_result()
+    svc = getattr(item, "funcargs", {}).get("provider_service") or getattr(item, "funcargs", {}).get(
+        "real_service"
+    )
+    if report.failed and svc is not None:
+        for log in sorted(svc.tmp.glob("*.log")):
+            report.sections.append((f"service log {log.name}", log.read_text(errors="replace")[-6000:]))

