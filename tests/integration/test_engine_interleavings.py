@@ -821,8 +821,7 @@ def test_a_passing_database_fault_leaves_the_step_to_be_run_again(rt, monkeypatc
 
 
 def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(rt):
-    from app.engine.running.phases import run_phase
-    from app.settings import MAX_PHASE_ATTEMPTS
+    from app.engine.running.phases import MAX_PHASE_ATTEMPTS, run_phase
 
     ws_id, turn_id = new_turn(rt)
 
@@ -857,8 +856,7 @@ def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(
 def test_a_step_whose_worker_is_killed_again_and_again_is_no_poison_until_the_claims_run_out(rt):
     """An operator killing workers five times in a row must not fail a healthy turn with words
     that blame the step; a step that takes its worker down every time still ends."""
-    from app.engine.running.phases import run_phase
-    from app.settings import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS
+    from app.engine.running.phases import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS, run_phase
 
     _ws_id, turn_id = new_turn(rt, name="killed")
     ran = []
