@@ -25,10 +25,11 @@ from app.settings import (
     DEFAULT_REDIS_RETRY_SECONDS,
     DEFAULT_REPLAY_LOG_BYTES,
     EVENT_LOG_TTL_SECONDS,
-    REDIS_RETRY_FIRST_DELAY_SECONDS,
-    REDIS_RETRY_MAX_DELAY_SECONDS,
     Settings,
 )
+
+REDIS_RETRY_FIRST_DELAY_SECONDS = 0.05  # doubled after each failed try
+REDIS_RETRY_MAX_DELAY_SECONDS = 1.0
 
 log = logging.getLogger(__name__)
 

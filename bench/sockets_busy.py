@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import redis
 
 from app import redis_keys
+from app.engine.publishing.streaming import STREAM_FLUSH_SECONDS
 from app.events import EventLog
-from app.settings import STREAM_FLUSH_SECONDS
 from bench.harness import running_service
 from bench.sockets_idle import web_pids
 from tests.integration.services import API_TOKEN, free_port

@@ -11,7 +11,12 @@ import redis
 
 from app import redis_keys
 from app.errors import TooManyRequestsError
-from app.settings import LOGIN_FAILURE_WINDOW_SECONDS, LOGIN_FREE_ATTEMPTS, LOGIN_MAX_DELAY_SECONDS
+
+# Sign-in failures, counted per user name and per client address over a window; past the free
+# attempts each further failure doubles the wait before the next try, up to the maximum.
+LOGIN_FREE_ATTEMPTS = 5
+LOGIN_FAILURE_WINDOW_SECONDS = 15 * 60
+LOGIN_MAX_DELAY_SECONDS = 5 * 60
 
 
 def subjects(name: str, address: str) -> list[str]:

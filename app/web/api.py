@@ -9,13 +9,15 @@ from flask import Blueprint, current_app, jsonify, request
 from app.engine.conversation import stored
 from app.engine.life import workstreams
 from app.runtime import Runtime
-from app.settings import MAX_NAME_CHARS, MAX_PATH_CHARS
+from app.settings import MAX_NAME_CHARS
 from app.users import ownership
 from app.watches import actions as watch_actions
 from app.web import after_response, commands
 from app.web.access import principal
 from app.web.openapi import OPENAPI
 from app.web.requests import field, json_body, path_id
+
+MAX_PATH_CHARS = 4096  # a path a person may give (Linux's PATH_MAX)
 
 api = Blueprint("api", __name__, url_prefix="/v1/api")
 

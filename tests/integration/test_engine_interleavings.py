@@ -19,7 +19,7 @@ from app import redis_keys
 from app.engine.conversation import prompt
 from app.engine.life import approvals, asked, calls, cancel, turns, workstreams
 from app.engine.publishing import outbox
-from app.engine.running import chain, model_step, sweeper, tool_batch
+from app.engine.running import chain, handoff, model_step, sweeper, tool_batch
 from app.engine.running.heartbeats import THREAD_NAME as HEARTBEATS
 from app.engine.running.leases import claim
 from app.engine.running.recovery import fail_turn
@@ -331,7 +331,7 @@ def started_batch(rt: Runtime, model_server, name: str) -> tuple[str, str, Fence
     turn = turns.send(rt, ws.id, "run it")
     model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
     rt.queue.local_queues = frozenset(QUEUES)  # a worker that consumes every queue
-    with rt.queue.keeping(turn.id) as kept:
+    with handoff.keeping(turn.id) as kept:
         model_step.run(rt, turn.id, 0)
     assert kept.task == TOOL_BATCH_TASK and kept.claim is not None and kept.started is not None
     return ws.id, turn.id, kept.claim, kept.started.row
@@ -344,7 +344,7 @@ def ended_at_once(  # type: ignore[no-untyped-def]
     and its events."""
     out = outbox.Outbox(row.ws_id)
     ws = load(rt, Workstream, row.ws_id)
-    with rt.queue.keeping(claim.turn_id) if keep else contextlib.nullcontext():
+    with handoff.keeping(claim.turn_id) if keep else contextlib.nullcontext():
         handed = tool_batch._hand_on(rt, out, claim, ws, step, set(), (row, outcome))
     return handed, [(e.type, e.fields.get("state")) for e in out.events]
 
@@ -502,7 +502,7 @@ def stored_at_once(  # type: ignore[no-untyped-def]
     out = outbox.Outbox(ws.id)
     row = calls.new_row(ws, fence.turn_id, step, 0, p, "v1")
     decided = asked.Asked([row], [ASKED_BASH], sorted(ws.read_paths), None, [True])
-    with rt.queue.keeping(fence.turn_id) if keep else contextlib.nullcontext():
+    with handoff.keeping(fence.turn_id) if keep else contextlib.nullcontext():
         going = asked.store(rt, out, fence, ws, step, decided, AN_ANSWER)
     return going, [(e.type, e.fields.get("state")) for e in out.events]
 
@@ -821,8 +821,7 @@ def test_a_passing_database_fault_leaves_the_step_to_be_run_again(rt, monkeypatc
 
 
 def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(rt):
-    from app.engine.running.phases import run_phase
-    from app.settings import MAX_PHASE_ATTEMPTS
+    from app.engine.running.phases import MAX_PHASE_ATTEMPTS, run_phase
 
     ws_id, turn_id = new_turn(rt)
 
@@ -857,8 +856,7 @@ def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(
 def test_a_step_whose_worker_is_killed_again_and_again_is_no_poison_until_the_claims_run_out(rt):
     """An operator killing workers five times in a row must not fail a healthy turn with words
     that blame the step; a step that takes its worker down every time still ends."""
-    from app.engine.running.phases import run_phase
-    from app.settings import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS
+    from app.engine.running.phases import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS, run_phase
 
     _ws_id, turn_id = new_turn(rt, name="killed")
     ran = []

@@ -13,6 +13,7 @@ import signal
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,8 @@ import websockets
 
 from app import redis_keys
 from app.events import EventLog
+from app.users.principal import Principal
+from app.web.sockets import caps
 from tests.apart import run_apart
 from tests.fakes.model_server import Reply
 from tests.integration.client import EventSocket
@@ -347,3 +350,25 @@ def test_a_web_restart_with_a_thousand_sockets_open_loses_and_repeats_nothing(se
         services.kill("web-restarted")
     for n, ids in enumerate(seen):
         assert ids == published[ws_ids[n % workstreams_count]], f"socket {n}"
+
+
+def test_sockets_opening_all_at_once_are_each_counted_against_the_cap(services):
+    """300 sockets of one user opening together: 64 are let in, however many of their checks
+    wait on Redis at once (past the connection pool's size they used to fail and be let
+    through uncounted, as if Redis were down)."""
+    who = Principal(name="burst", user_id=f"burst-{uuid.uuid4().hex[:8]}", scopes=frozenset())
+
+    async def run() -> list[tuple[str | None, str | None]]:
+        client = caps.connect(services.redis_url)
+        limits = caps.Caps(client, per_principal=64, per_process=10_000)
+        try:
+            return await asyncio.gather(*(limits.take(who) for _ in range(300)))
+        finally:
+            await client.delete(redis_keys.sockets_of(who.user_id))
+            await client.aclose()
+
+    results = run_apart(run())
+    assert sum(ticket is not None for ticket, _ in results) == 64
+    assert {why for ticket, why in results if ticket is None} == {
+        "too many open sockets for this user (the limit is 64)"
+    }

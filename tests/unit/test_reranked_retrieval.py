@@ -14,10 +14,10 @@ from app import cli
 from app.memory import store
 from app.memory.relevance import chosen, relevant
 from app.reranking import retrieval
+from app.reranking.retrieval import RERANK_QUERY_CHARS
 from app.settings import (
     RERANK_BM25_POOL,
     RERANK_DOCUMENT_CHARS,
-    RERANK_QUERY_CHARS,
     MemorySettings,
     RerankerSettings,
     Settings,

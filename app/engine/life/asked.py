@@ -28,6 +28,7 @@ from app.engine.life.transition import Step, Steps, run_alone
 from app.engine.life.turns import message_stored
 from app.engine.publishing.outbox import Outbox
 from app.engine.running import leases
+from app.engine.running.handoff import will_keep
 from app.events import EventType, Fence
 from app.metrics import recording
 from app.runtime import Runtime
@@ -88,7 +89,7 @@ def store(
     no longer approves every call: the caller reads again and decides."""
     rows = asked.rows
     waiting = any(r.status == CallStatus.PENDING for r in rows)
-    keep = not waiting and rt.queue.will_keep(fence.turn_id, TOOL_BATCH_TASK)
+    keep = not waiting and will_keep(rt, fence.turn_id, TOOL_BATCH_TASK)
     if keep and len(rows) == 1 and rows[0].status == CallStatus.APPROVED:
         calls.start_as_handed_on(rows[0])
     approves_all = any(r.decided_how == "auto" for r in rows) and ws.auto_approve

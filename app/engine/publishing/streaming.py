@@ -16,7 +16,16 @@ from app import redis_keys
 from app.engine.publishing.outbox import Outbox
 from app.events import NewEvent, ScriptCall
 from app.runtime import Runtime
-from app.settings import STREAM_EVENT_MAX_CHARS, STREAM_FLUSH_SECONDS
+
+# Streaming: coalesce deltas and output chunks into at most one event per call (or per model
+# step and kind) every STREAM_FLUSH_SECONDS: 40 a second, however fast the output. Pending text
+# goes out at the first moment that allows, whatever its size: the resolution's other trigger,
+# a flush at 4,096 characters, could only come sooner, so the rate wins and there is no such
+# setting (docs/tools.md, bash, Streaming).
+STREAM_FLUSH_SECONDS = 0.025
+# The most text one such event carries: 40 MiB/s live. Past it the oldest of the interval is
+# dropped for a marker (the stored result keeps head and tail whatever streamed).
+STREAM_EVENT_MAX_CHARS = 1024 * 1024
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,12 @@ from sqlalchemy.exc import DBAPIError
 from app.engine.life import calls
 from app.engine.life.calls import StartedCall
 from app.engine.running import leases, model_step, tool_batch
+from app.engine.running.handoff import Handoff, keeping, runs_here
 from app.engine.running.leases import fenced
 from app.errors import StaleAttemptError
 from app.events import Fence
 from app.runtime import Runtime
-from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK, Handoff
+from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
 
 MAX_CHAINED_PHASES = 20
 
@@ -46,12 +47,12 @@ def run(rt: Runtime, task: str, turn_id: str, step: int) -> None:
     worker may run; the rest is sent."""
     handed: Handoff | None = None  # the kept phase, as the hand-off that kept it left it
     for _ in range(MAX_CHAINED_PHASES):
-        with rt.queue.keeping(turn_id) as kept:
+        with keeping(turn_id) as kept:
             PHASES[task](rt, turn_id, step, handed)
         if kept.task is None:
             return
         handed, task, step = kept, kept.task, kept.step
-        if not rt.queue.runs_here(task):  # this worker began shutting down meanwhile
+        if not runs_here(rt, task):  # this worker began shutting down meanwhile
             break
     if handed is not None and handed.claim is not None:
         try:

@@ -12,6 +12,7 @@ from app.engine.conversation import prompt, stored
 from app.engine.life import asked, calls, turns
 from app.engine.publishing.outbox import Outbox, ordered
 from app.engine.publishing.streaming import Coalescer, StreamMark
+from app.engine.running.handoff import Handoff, hand_on
 from app.engine.running.leases import fenced
 from app.engine.running.phases import run_phase
 from app.engine.running.stop_check import CancelCheck
@@ -19,6 +20,7 @@ from app.events import EventType, Fence, NewEvent
 from app.providers import ModelError, stream_reply
 from app.providers.anthropic_format import referenced_tools
 from app.runtime import Runtime
+from app.sandbox.reach import Roots
 from app.settings import ModelSettings
 from app.storage.models import (
     ToolCall,
@@ -27,13 +29,12 @@ from app.storage.models import (
     Workstream,
 )
 from app.storage.types import storable
-from app.taskqueue import Handoff
+from app.taskqueue import TOOL_BATCH_TASK
 from app.tools import task_agent, tool_search
 from app.tools.core import tool_search_plan
 from app.tools.core import toolset as toolsets
 from app.tools.core.base import ToolContext
 from app.tools.core.pipeline import PreparedCall, prepare_call
-from app.tools.files.reach import Roots
 from app.tools.web import native_search
 
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
@@ -205,7 +206,7 @@ def _store_reply(
             return
         going = _store(rt, out, fence, ws, tools, reply, step, prepared, read_paths, answer, end_as)
     if going is not None:
-        rt.queue.tool_batch(fence.turn_id, step, *going)
+        hand_on(rt, TOOL_BATCH_TASK, fence.turn_id, step, *going)
 
 
 def _store(

@@ -15,7 +15,13 @@ from app.errors import StaleAttemptError
 from app.events import Fence
 from app.metrics import recording
 from app.runtime import Runtime
-from app.settings import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS
+
+# The poison guard: a phase whose attempts raised this many times (a passing fault each time;
+# a bug fails the turn at once) fails its turn instead of being tried again...
+MAX_PHASE_ATTEMPTS = 5
+# ...and so does one whose worker stopped this many times while it ran (killed, out of memory):
+# many more, since a worker killed by an operator or a deploy is no fault of the step's.
+MAX_PHASE_CLAIMS = 20
 
 log = logging.getLogger(__name__)
 

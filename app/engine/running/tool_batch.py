@@ -21,12 +21,14 @@ from app.engine.life.transition import Step, Steps, run_alone
 from app.engine.publishing.outbox import Outbox, ordered
 from app.engine.publishing.streaming import Coalescer
 from app.engine.running import leases
+from app.engine.running.handoff import Handoff, hand_on, will_keep
 from app.engine.running.leases import fenced, let_go
 from app.engine.running.phases import run_phase
 from app.engine.running.stop_check import CancelCheck
 from app.engine.subagents import family
 from app.events import EventType, Fence
 from app.runtime import Runtime
+from app.sandbox.reach import Roots
 from app.storage.database import typed
 from app.storage.models import (
     CallStatus,
@@ -38,12 +40,11 @@ from app.storage.models import (
     WorkstreamState,
     utcnow,
 )
-from app.taskqueue import MODEL_STEP_TASK, Handoff
+from app.taskqueue import MODEL_STEP_TASK
 from app.tools.core import toolset as toolsets
 from app.tools.core.base import ToolContext, ToolOutcome
 from app.tools.core.ordering import lanes, paths_named
 from app.tools.core.pipeline import PreparedCall, execute_call, run_calls
-from app.tools.files.reach import Roots
 
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
 # How many times a batch's end is tried again because what held it back ended meanwhile.
@@ -244,7 +245,7 @@ def _advance(
             if handed is None:  # what held the batch back kept coming back: a bug
                 raise RuntimeError(f"turn {fence.turn_id}: its batch could not end")
     if handed is not None:
-        rt.queue.model_step(fence.turn_id, handed.step, handed.claim)
+        hand_on(rt, MODEL_STEP_TASK, fence.turn_id, handed.step, handed.claim)
 
 
 class HandedOn(NamedTuple):
@@ -265,7 +266,7 @@ def _hand_on(
 ) -> HandedOn | None:
     """The batch's end when it goes on (`_ENDS`): None, with nothing written, when the fence
     is gone, a cancel was asked or a call still waits."""
-    keep = rt.queue.will_keep(fence.turn_id, MODEL_STEP_TASK)
+    keep = will_keep(rt, fence.turn_id, MODEL_STEP_TASK)
     grown = not read_paths <= set(ws.read_paths)
     row, outcome = ran if ran is not None else (None, None)
     result = calls.finished(outcome.output, outcome.is_error) if outcome is not None else {}

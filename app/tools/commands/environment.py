@@ -10,10 +10,23 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from app.settings import SERVICE_SECRET_ENV
+from app.settings import DISCORD_BOT_TOKEN_ENV, SERVICE_JWT_SECRET_ENV
 
 if TYPE_CHECKING:
     from app.tools.core.base import ToolContext
+
+# Environment names whose values are the service's own secrets: never shown to
+# a tool's subprocess, never logged.
+SERVICE_SECRET_ENV = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "TURNSTONE_API_TOKEN",
+    "TURNSTONE_METRICS_TOKEN",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    SERVICE_JWT_SECRET_ENV,
+    DISCORD_BOT_TOKEN_ENV,  # and its _NAME variants: bash's scrubbing removes any *_TOKEN anyway
+)
 
 SECRET_SUFFIXES = ("_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL", "_CREDENTIALS")
 # The broker's URLs (DATABASE_URL and REDIS_URL are service secrets already),

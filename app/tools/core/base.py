@@ -14,9 +14,9 @@ from app.settings import ModelSettings, ToolSettings
 
 if TYPE_CHECKING:
     from app.sandbox.enforcement import Sandbox
+    from app.sandbox.reach import Roots
     from app.storage.database import Database
     from app.storage.models import Workstream
-    from app.tools.files.reach import Roots
 
 
 def _never_cancelled() -> bool:

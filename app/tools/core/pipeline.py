@@ -15,11 +15,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from app.nesting import is_too_deep
-from app.settings import TOOL_POOL_SIZE
 from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 from app.tools.core.tool import Tool
 from app.tools.core.truncation import truncate
 from app.tools.files import images
+
+TOOL_POOL_SIZE = 4  # parallel calls of one batch
 
 log = logging.getLogger(__name__)
 

@@ -11,45 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import stat
-from dataclasses import dataclass
 
-from app.sandbox.reach import HOST_SECRETS, KERNEL_VIEWS, is_within, never_reachable
-from app.settings import Settings
+from app.sandbox.reach import HOST_SECRETS, KERNEL_VIEWS, Roots, is_within, process_roots
 from app.tools.core.base import ToolContext
 from app.tools.files.paths import FileToolError, linked_refusal
 
 READ = "read"
 WRITE = "write"
 OPENED_NAME = "/proc/self/fd/{}"  # the kernel's name for what a descriptor opened
-
-
-@dataclass(frozen=True)
-class Roots:
-    """The policy's paths, resolved: what may be read besides the folder, and what never."""
-
-    read_only: tuple[str, ...]
-    never: tuple[str, ...]
-    data_root: str
-    shown_read_only: tuple[str, ...] = ()  # as configured, those that exist: for error texts
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Roots:
-        configured = settings.sandbox.read_only_roots
-        return cls(
-            read_only=tuple(os.path.realpath(root) for root in configured),
-            never=tuple(os.path.realpath(path) for path in never_reachable(settings)),
-            data_root=os.path.realpath(settings.sandbox.data_root),
-            shown_read_only=tuple(root for root in configured if os.path.exists(root)),
-        )
-
-
-@functools.cache
-def process_roots() -> Roots:
-    """The roots of this process's own settings (a worker's), for a context that brings none."""
-    return Roots.from_settings(Settings.load())
 
 
 def roots_of(ctx: ToolContext) -> Roots:

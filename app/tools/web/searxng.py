@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.settings import SEARXNG_CONNECT_TIMEOUT_SECONDS, SEARXNG_TIMEOUT_SECONDS
+SEARXNG_CONNECT_TIMEOUT_SECONDS = 5.0
+SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers within this or fails
+
 
 # The model's category names and the SearxNG categories they ask for; "general" sends none,
 # so the instance's default engines answer.

@@ -22,6 +22,12 @@ from app.users.principal import Principal
 
 log = logging.getLogger(__name__)
 
+# A web process's asyncio Redis clients wait for a free connection rather than fail: a
+# thousand sockets opening at once would otherwise pass the pool's size, get
+# MaxConnectionsError, and be let through uncounted as if Redis were down.
+POOL_CONNECTIONS = 32
+POOL_WAIT_SECONDS = 10.0
+
 RENEW_SECONDS = 10.0
 LAPSE_SECONDS = 30  # three missed renewals: the process that held the socket is gone
 
@@ -33,6 +39,14 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
+
+
+def connect(url: str) -> aioredis.Redis:
+    """An asyncio client whose commands queue for one of `POOL_CONNECTIONS` connections."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS
+    )
+    return aioredis.Redis(connection_pool=pool)
 
 
 def principal_key(who: Principal | None) -> str:

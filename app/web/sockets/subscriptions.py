@@ -18,6 +18,7 @@ import redis
 import redis.asyncio as aioredis
 
 from app import redis_keys
+from app.web.sockets.caps import connect
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class Subscriptions:
         # A client of its own: a pub/sub connection taken from the caps' pool made their
         # commands fail with ConnectionError while the process stopped (the give-back of a
         # socket's place, tests/integration/test_socket_scale.py).
-        self._client = aioredis.Redis.from_url(url)
+        self._client = connect(url)
         self._deliver = deliver
         self._resubscribed = resubscribed
         self._counts: dict[str, int] = {}

@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from app.settings import (
-    FETCH_CONNECT_TIMEOUT_SECONDS,
-    FETCH_MAX_BYTES,
-    FETCH_MAX_REDIRECTS,
-    FETCH_READ_TIMEOUT_SECONDS,
-    FETCH_TOTAL_SECONDS,
-    FETCH_USER_AGENT,
-    ToolSettings,
-)
+from app.settings import ToolSettings
 from app.tools.web.fetch.addresses import Reach
 from app.tools.web.fetch.errors import FetchError, RefusedError
 from app.tools.web.fetch.guard import Resolver, Target, check_prepared, check_redirect, parse_url, screen
+
+# The guarded fetcher (app/tools/fetch) and web_fetch.
+FETCH_MAX_BYTES = 32 * 1024 * 1024  # a body past this is refused, counted as it streams
+FETCH_MAX_REDIRECTS = 5  # followed by hand, each hop screened; the sixth is refused
+FETCH_CONNECT_TIMEOUT_SECONDS = 10.0
+FETCH_READ_TIMEOUT_SECONDS = 30.0  # the longest wait for the next bytes of a response
+FETCH_TOTAL_SECONDS = 120.0  # one fetch, every hop and the whole body, however it trickles
+FETCH_USER_AGENT = "turnstone-jobs/0.1 (web_fetch)"
 
 if TYPE_CHECKING:
     import httpcore

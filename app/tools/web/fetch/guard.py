@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.settings import FETCH_MAX_URL_CHARS
 from app.tools.web.fetch.addresses import Reach, Verdict, judge, parse_literal, worst
 from app.tools.web.fetch.errors import RefusedError
+
+FETCH_MAX_URL_CHARS = 8192
 
 if TYPE_CHECKING:
     import httpx
