@@ -32,6 +32,12 @@ commands:
   /deny [CALL_ID|all] [FEEDBACK]     deny a waiting call (all of them by default)
   /cancel                            cancel the running turn (Ctrl-C does too)
   /history [N]                       the last N messages (10)
+  /rewind [N]                        take the last N turns (1) out of the conversation, kept
+  /retry                             send the last message again (its answer kept)
+  /edit TEXT                         send TEXT in place of the last message (the old one kept)
+  /branches                          what rewinds, edits and retries kept
+  /restore BRANCH_ID                 put a kept branch back
+  /fork [NAME]                       a copy of this workstream, followed from now on
   /workstreams                       your workstreams
   /switch WS_ID                      follow another workstream
   /mcp                               MCP servers, their state and their tools
@@ -305,6 +311,57 @@ class Chat:
             content = m.content if isinstance(m.content, str) else str(m.content)
             who = f"{m.role} {m.name}" if m.name else m.role
             self.render.line(f"{who}: {content}", "bold" if m.role == "user" else "")
+
+    # -- branching (docs/branching.md) ------------------------------------------------
+
+    def cmd_rewind(self, rest: str) -> None:
+        turns = int(rest) if rest.isdecimal() and int(rest) > 0 else 1 if not rest else 0
+        if not turns:
+            self.render.line("usage: /rewind [N], N turns to take out (1)", "dim")
+            return
+        messages = self.client.history(self.ws_id).messages
+        starts = [n for n, m in enumerate(messages) if m.role == "user"]
+        if not starts:
+            self.render.line("nothing to rewind", "dim")
+            return
+        first = starts[-min(turns, len(starts))]
+        done = self.client.rewind(self.ws_id, int(messages[first - 1].raw["id"]) if first else 0)
+        kept = f"{done['archived']} message(s) kept in branch {done['branch']} (/branches)"
+        self.render.line(kept, "yellow")
+
+    def cmd_retry(self, _rest: str) -> None:
+        self.follow(self.client.retry(self.ws_id).turn_id)
+
+    def cmd_edit(self, rest: str) -> None:
+        if not rest:
+            self.render.line("usage: /edit TEXT, sent in place of your last message", "dim")
+            return
+        last = [m for m in self.client.history(self.ws_id).messages if m.role == "user"]
+        if not last:
+            self.render.line("no message to edit", "dim")
+            return
+        self.follow(self.client.edit(self.ws_id, int(last[-1].raw["id"]), rest).turn_id)
+
+    def cmd_branches(self, _rest: str) -> None:
+        kept = self.client.branches(self.ws_id)
+        if not kept:
+            self.render.line("no branches: /rewind, /edit and /retry keep what they take out", "dim")
+        for b in kept:
+            self.render.line(
+                f"{b['id']}  {b['reason']:<7}  {b['message_count']} message(s)  {b['preview'][:60]}"
+            )
+
+    def cmd_restore(self, rest: str) -> None:
+        if not rest:
+            self.render.line("usage: /restore BRANCH_ID (/branches lists them)", "dim")
+            return
+        done = self.client.restore(self.ws_id, rest)
+        replaced = f"; what it replaced is branch {done['branch']}" if done["branch"] else ""
+        self.render.line(f"branch {done['restored']} restored{replaced}", "yellow")
+
+    def cmd_fork(self, rest: str) -> None:
+        fork = self.client.fork(self.ws_id, name=rest or None)
+        self.attach(fork.ws_id)
 
     def cmd_workstreams(self, _rest: str) -> None:
         for ws in self.client.workstreams():
