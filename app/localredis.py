@@ -67,6 +67,9 @@ class PrivateRedis:
             ],
             stdout=open(Path(self.folder) / "redis.log", "wb"),  # noqa: SIM115 - lives as long as the server
             stderr=subprocess.STDOUT,
+            # Not in the terminal's process group: a Ctrl-C there must not stop it before the
+            # services that use it (a run stops it last, app/supervisor.py).
+            start_new_session=True,
         )
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:
