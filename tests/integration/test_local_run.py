@@ -140,6 +140,9 @@ def _run_env(tmp_path: Path, model_server, port: int) -> dict[str, str]:
         "OPENAI_BASE_URL": model_server.openai_base_url,
         "OPENAI_API_KEY": "sk-local-run",
         "TERM": "dumb",
+        # Housekeeping every second, so that an idle minute's worth of it happens in the test.
+        "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",
+        "TURNSTONE_WATCH_POLL_SECONDS": "1",
     }
 
 
@@ -212,6 +215,10 @@ def test_ctrl_c_at_the_terminal_lets_the_running_call_finish_and_stops_redis_las
     screen = log.getvalue()
     assert child.exitstatus == 0, screen[-3000:]
     assert "Traceback" not in screen and "SIGKILL" not in screen, screen[-6000:]
+    # A first start waits out the migrations quietly; housekeeping is not logged at INFO.
+    assert "heartbeat failed" not in screen
+    assert "Sending due task" not in screen and "turnstone.sweep[" not in screen, screen[-3000:]
+    assert "turnstone.watch_pass[" not in screen
     ends = [line for line in screen.splitlines() if "stopped (exit status" in line or "private Redis" in line]
     assert ends[-1].endswith("stopped the private Redis"), ends
     assert len(ends) == 4 and all("exit status 0" in line for line in ends[:-1]), ends  # web, worker, gateway
