@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from app.localredis import PrivateRedis, is_reachable, server_binary
 from tests.fakes.model_server import Reply, ToolCall
@@ -237,3 +238,32 @@ def _tree(pid: int) -> list[str]:
         for kid in (task / "children").read_text().split():
             found.extend(_tree(int(kid)))
     return found
+
+
+def test_what_a_run_leaves_in_its_folder_is_ignored_by_git(tmp_path):
+    """Every file a run made where it was started (the SQLite file, its -wal, -shm and -writers
+    companions, the workstreams' folder) is one git ignores, by the project's .gitignore."""
+    from app.storage.database import Database
+    from app.storage.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'turnstone-jobs.db'}"
+    upgrade(url)
+    db = Database(url)
+    try:
+        with db.session() as session:  # a write: the WAL and the writers' lock file appear
+            session.execute(text("CREATE TABLE scratch (x INTEGER)"))
+        made = sorted(p.name for p in tmp_path.iterdir())
+        assert {"turnstone-jobs.db-wal", "turnstone-jobs.db-shm", "turnstone-jobs.db-writers"} <= set(made), (
+            made
+        )
+        root = Path(__file__).resolve().parents[2]
+        checked = subprocess.run(
+            ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *made],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        unignored = [line.split("\t")[1] for line in checked.stdout.splitlines() if line.startswith("::")]
+        assert unignored == [], unignored
+    finally:
+        db.dispose()
