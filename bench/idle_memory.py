@@ -75,6 +75,8 @@ def main() -> None:
             "TURNSTONE_MODEL": "openai:fake-model",
             "OPENAI_BASE_URL": model.openai_base_url,
             "OPENAI_API_KEY": "sk-bench",
+            # To measure another checkout's run (a before figure): PYTHONPATH=that checkout.
+            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
         }
         with open(Path(folder) / "run.log", "wb") as log:
             run = subprocess.Popen(
@@ -120,6 +122,8 @@ def part(pid: int, root: int) -> str:
     """Which part of the run a process is: the supervisor, or the service its command names."""
     if pid == root:
         return "supervisor"
+    if "turnstone-jobs run" in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode():
+        return "supervisor"  # a fork of the command line process (honcho's, before one supervisor)
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     for name, mark in (("redis", "redis-server"), ("gateway", "app.gateway"), ("web", "gunicorn")):
         if mark in cmd:
