@@ -227,49 +227,55 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
         print(f"turnstone-jobs: {exc}", file=sys.stderr)
         return 2
     private = None
-    if not is_reachable(settings.redis_url):
-        private = PrivateRedis()
-        env["REDIS_URL"] = private.start()
-        print(
-            f"turnstone-jobs: no Redis at {settings.redis_url}; started a private one at {env['REDIS_URL']}",
-            flush=True,
+    try:
+        if not is_reachable(settings.redis_url):
+            private = PrivateRedis()
+            env["REDIS_URL"] = private.start()
+            print(
+                f"turnstone-jobs: no Redis at {runs.shown_url(settings.redis_url)}; "
+                f"started a private one at {env['REDIS_URL']}",
+                flush=True,
+            )
+        env.setdefault("PORT", str(settings.port))
+        # One machine, one person or a few: one web process (its socket loop and 64 request
+        # threads) is plenty, and each more costs about 75 MiB at idle.
+        env.setdefault("WEB_CONCURRENCY", "1")
+        env["WEB_HOST"] = f"[{host}]" if ":" in host else host  # an IPv6 address needs brackets
+        # The gateway is found through the services table, not a known port: on a local run it
+        # takes a free one on loopback (other processes of this machine are its only callers).
+        env.setdefault("GATEWAY_HOST", "127.0.0.1")
+        if GATEWAY_PORT_ENV not in env:
+            env[GATEWAY_PORT_ENV] = str(_free_port(env["GATEWAY_HOST"]))
+        # Beat's schedule only spaces out periodic runs: it need not outlive the run, nor
+        # litter the folder it was started in.
+        scratch = tempfile.mkdtemp(prefix="turnstone-run-")
+        env.setdefault("BEAT_SCHEDULE", str(Path(scratch) / "beat-schedule"))
+        # Where every process writes its metrics for /metrics to sum: empty at each start.
+        env.setdefault(metrics_folder.MULTIPROC_DIR_ENV, str(Path(scratch) / "metrics"))
+        metrics_folder.make_fresh(Path(env[metrics_folder.MULTIPROC_DIR_ENV]))
+        web_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        record = runs.RunRecord(
+            pid=os.getpid(),  # exec keeps it: the supervisor's
+            started_at=time.time(),
+            folder=os.getcwd(),
+            database=runs.database_label(settings.database_url),
+            redis_url=env["REDIS_URL"] if private else None,
+            web_url=f"http://{f'[{web_host}]' if ':' in web_host else web_host}:{env['PORT']}",
         )
-    env.setdefault("PORT", str(settings.port))
-    # One machine, one person or a few: one web process (its socket loop and 64 request
-    # threads) is plenty, and each more costs about 75 MiB at idle.
-    env.setdefault("WEB_CONCURRENCY", "1")
-    env["WEB_HOST"] = f"[{host}]" if ":" in host else host  # an IPv6 address needs brackets
-    # The gateway is found through the services table, not a known port: on a local run it
-    # takes a free one on loopback (other processes of this machine are its only callers).
-    env.setdefault("GATEWAY_HOST", "127.0.0.1")
-    if GATEWAY_PORT_ENV not in env:
-        env[GATEWAY_PORT_ENV] = str(_free_port(env["GATEWAY_HOST"]))
-    # Beat's schedule only spaces out periodic runs: it need not outlive the run, nor
-    # litter the folder it was started in.
-    scratch = tempfile.mkdtemp(prefix="turnstone-run-")
-    env.setdefault("BEAT_SCHEDULE", str(Path(scratch) / "beat-schedule"))
-    # Where every process writes its metrics for /metrics to sum: empty at each start.
-    env.setdefault(metrics_folder.MULTIPROC_DIR_ENV, str(Path(scratch) / "metrics"))
-    metrics_folder.make_fresh(Path(env[metrics_folder.MULTIPROC_DIR_ENV]))
-    web_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    record = runs.RunRecord(
-        pid=os.getpid(),  # exec keeps it: the supervisor's
-        started_at=time.time(),
-        folder=os.getcwd(),
-        database=runs.database_label(settings.database_url),
-        redis_url=env["REDIS_URL"] if private else None,
-        web_url=f"http://{f'[{web_host}]' if ':' in web_host else web_host}:{env['PORT']}",
-    )
-    spec = {
-        "processes": embedded(parse_procfile(PROCFILE.read_text()).processes),
-        "cwd": os.getcwd(),
-        "redis": {"pid": private.process.pid, "folder": private.folder}
-        if private and private.process
-        else None,
-        "scratch": scratch,
-        "record": str(runs.write(run_records_folder(env), record)),
-    }
-    sys.stdout.flush()
+        spec = {
+            "processes": embedded(parse_procfile(PROCFILE.read_text()).processes),
+            "cwd": os.getcwd(),
+            "redis": {"pid": private.process.pid, "folder": private.folder}
+            if private and private.process
+            else None,
+            "scratch": scratch,
+            "record": str(runs.write(run_records_folder(env), record)),
+        }
+        sys.stdout.flush()
+    except KeyboardInterrupt:  # a Ctrl-C while setting up: nothing is left running
+        if private is not None:
+            private.stop()
+        return 130
     os.execve(sys.executable, [sys.executable, "-S", str(runs.SUPERVISOR), json.dumps(spec)], env)
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import redis
 
+from app.supervisor import die_with_parent
+
 
 class LocalRedisError(RuntimeError):
     """No redis-server could be found or started."""
@@ -70,6 +72,7 @@ class PrivateRedis:
             # Not in the terminal's process group: a Ctrl-C there must not stop it before the
             # services that use it (a run stops it last, app/supervisor.py).
             start_new_session=True,
+            preexec_fn=die_with_parent,  # nor outlive a run (or a test session) killed outright
         )
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:

@@ -48,7 +48,7 @@ class Supervisor:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: the terminal's Ctrl-C is for the supervisor
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.services.append(Service(name, process))
         self.width = max(self.width, len(name))
@@ -59,8 +59,11 @@ class Supervisor:
 
     def write(self, name: str, line: bytes) -> None:
         stamp = time.strftime("%H:%M:%S").encode()
-        sys.stdout.buffer.write(stamp + b" " + name.ljust(self.width).encode() + b" | " + line)
-        sys.stdout.buffer.flush()
+        # A terminal closed under the run (its SIGHUP stops the services) must not stop the
+        # supervision itself: what cannot be shown is dropped.
+        with contextlib.suppress(OSError):
+            sys.stdout.buffer.write(stamp + b" " + name.ljust(self.width).encode() + b" | " + line)
+            sys.stdout.buffer.flush()
 
     def ask_to_stop(self, signum: int = 0, frame: object = None) -> None:
         self.stopping += 1
@@ -78,25 +81,36 @@ class Supervisor:
                     os.killpg(service.process.pid, signum)
 
     def loop(self) -> int:
+        """Until every service has ended (a process a service left behind, holding its output
+        open, does not keep the run going)."""
         selector = selectors.DefaultSelector()
         for service in self.services:
             assert service.process.stdout is not None
             os.set_blocking(service.process.stdout.fileno(), False)
             selector.register(service.process.stdout, selectors.EVENT_READ, service)
-        while selector.get_map():
+        while any(not s.reported for s in self.services):
             for key, _ in selector.select(timeout=0.5):
-                service = key.data
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
+                if not self.read(key.data):
                     selector.unregister(key.fileobj)
-                    self.flush(service, ended=True)
-                    continue
-                service.pending += chunk
-                self.flush(service)
             self.reap()
-        for service in self.services:
-            self.end(service, service.process.wait())
+        selector.close()
         return self.returncode
+
+    def read(self, service: Service) -> bool:
+        """What the service has written so far; False once its output is closed."""
+        assert service.process.stdout is not None
+        while True:
+            try:
+                chunk = os.read(service.process.stdout.fileno(), 65536)
+            except BlockingIOError:
+                return True
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.flush(service, ended=True)
+                return False
+            service.pending += chunk
+            self.flush(service)
 
     def flush(self, service: Service, ended: bool = False) -> None:
         *lines, service.pending = service.pending.split(b"\n")
@@ -107,22 +121,23 @@ class Supervisor:
             self.write(service.name, line + b"\n")
 
     def reap(self) -> None:
-        """A service that ended on its own ends the run: the others are asked to stop."""
+        """Says which services ended; one that ended on its own ends the run (the others are
+        asked to stop) and gives it its exit status."""
         for service in self.services:
             code = service.process.poll()
-            if code is not None and not self.stopping:
-                self.end(service, code)
+            if code is None or service.reported:
+                continue
+            if service.process.stdout is not None and not service.process.stdout.closed:
+                self.read(service)  # its last words before its end
+                self.flush(service, ended=True)
+            service.reported = True
+            self.say(service.name, f"stopped (exit status {code})")
+            if not self.stopping:
                 self.returncode = code or 1
                 self.ask_to_stop()
 
-    def end(self, service: Service, code: int) -> None:
-        if service.reported:
-            return
-        service.reported = True
-        self.say(service.name, f"stopped (exit status {code})")
 
-
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """A service outlives no supervisor killed outright (its group would be left running)."""
     import ctypes
 
