@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery, bootsteps
-from click import Option
+from celery.bin.base import CeleryOption
 
 
 class BeatThread(bootsteps.StartStopStep):
@@ -28,7 +28,12 @@ class BeatThread(bootsteps.StartStopStep):
         return EmbeddedService(beat.app, thread=True, schedule_filename=self.schedule)
 
 
-OPTION = Option(["--beat-schedule"], default=None, help="also run beat, on a thread, with this schedule file")
+OPTION = CeleryOption(
+    ["--beat-schedule"],
+    default=None,
+    help="also run beat, on a thread, with this schedule file",
+    help_group="Embedded Beat Options",
+)
 
 
 def install(app: Celery) -> None:
