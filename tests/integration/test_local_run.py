@@ -9,8 +9,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -172,14 +174,18 @@ def test_ctrl_c_at_the_terminal_lets_the_running_call_finish_and_stops_redis_las
     try:
         child.expect(r"started a private one at (redis://\S+)")
         private_url = child.match.group(1)
+        # A terminal nobody reads fills up and blocks the run's writes (as a real one scrolled
+        # back with Ctrl-S would): read it all along, as a person's terminal does.
+        reading = threading.Event()
+        reader = threading.Thread(target=_drain, args=(child, reading), daemon=True)
+        reader.start()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError, ValueError):
                 body = httpx.get(base + "/health", timeout=3).json()
                 if body.get("ok") and body["workers"]["count"] >= 1:
                     break
-            with contextlib.suppress(pexpect.TIMEOUT):
-                child.read_nonblocking(1_000_000, timeout=0.3)  # keep the terminal drained
+            time.sleep(0.3)
         # One supervisor (the lean one), no beat of its own: 7 processes in all.
         tree = _tree(child.pid)
         assert len(tree) == 7, tree
@@ -207,6 +213,8 @@ def test_ctrl_c_at_the_terminal_lets_the_running_call_finish_and_stops_redis_las
         assert approved.stdout.startswith("approved: call_"), approved.stdout
         sock.wait_for(lambda e: e["type"] == "tool_output_chunk" and "started" in e.get("text", ""))
         sock.close()
+        reading.set()
+        reader.join()
         child.sendintr()  # Ctrl-C, as typed: SIGINT to the terminal's foreground group
         child.expect(pexpect.EOF, timeout=90)
     finally:
@@ -230,6 +238,14 @@ def test_ctrl_c_at_the_terminal_lets_the_running_call_finish_and_stops_redis_las
     # No control socket shared with every gunicorn of the machine, and no record left behind.
     assert not (tmp_path / ".gunicorn").exists()
     assert not list((tmp_path / ".local/state/turnstone-jobs/runs").glob("*.json"))
+
+
+def _drain(child: Any, done: threading.Event) -> None:
+    import pexpect
+
+    while not done.is_set():
+        with contextlib.suppress(pexpect.TIMEOUT):
+            child.read_nonblocking(1_000_000, timeout=0.2)  # kept in child.logfile_read
 
 
 def _tree(pid: int) -> list[str]:
