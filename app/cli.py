@@ -229,7 +229,7 @@ def run(host: str = DEFAULT_RUN_HOST, mcp_config: str | None = None) -> int:
     private = None
     try:
         if not is_reachable(settings.redis_url):
-            private = PrivateRedis()
+            private = PrivateRedis(dies_with_parent=True)
             env["REDIS_URL"] = private.start()
             print(
                 f"turnstone-jobs: no Redis at {runs.shown_url(settings.redis_url)}; "

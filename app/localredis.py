@@ -43,7 +43,8 @@ def server_binary() -> str:
 class PrivateRedis:
     """A redis-server on a free loopback port, in a temporary folder, stopped with the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, dies_with_parent: bool = False) -> None:
+        self.dies_with_parent = dies_with_parent
         self.folder = tempfile.mkdtemp(prefix="turnstone-redis-")
         self.port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -72,7 +73,9 @@ class PrivateRedis:
             # Not in the terminal's process group: a Ctrl-C there must not stop it before the
             # services that use it (a run stops it last, app/supervisor.py).
             start_new_session=True,
-            preexec_fn=die_with_parent,  # nor outlive a run (or a test session) killed outright
+            # Nor outlive a run killed outright. Only where asked: a hook run between fork and
+            # exec is safe in a process without threads (the command line's), not in any.
+            preexec_fn=die_with_parent if self.dies_with_parent else None,
         )
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:

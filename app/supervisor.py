@@ -150,14 +150,17 @@ def stop_redis(pid: int, folder: str) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    try:
+        while time.monotonic() < deadline:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # already gone and reaped
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -171,7 +174,8 @@ def main(spec_text: str) -> int:
     try:
         supervisor.width = max([len(n) for n, _ in spec["processes"]] + [3])
         for name, command in spec["processes"]:
-            supervisor.start(name, command, spec["cwd"])
+            if not supervisor.stopping:  # a Ctrl-C already: start nothing more
+                supervisor.start(name, command, spec["cwd"])
         code = supervisor.loop()
     finally:
         redis = spec.get("redis")
