@@ -283,3 +283,16 @@ def test_what_a_run_leaves_in_its_folder_is_ignored_by_git(tmp_path):
         assert unignored == [], unignored
     finally:
         db.dispose()
+
+
+def test_a_command_with_no_database_and_no_run_says_it_makes_a_new_one(tmp_path):
+    """No service running (no run's record) and no database here: the command goes on, but
+    says that the database it made is new, and where."""
+    env = {"PATH": f"{BIN}:{os.environ['PATH']}", "HOME": str(tmp_path), "REDIS_URL": "redis://127.0.0.1:1/0"}
+    (tmp_path / "here").mkdir()
+    listed = _cli(["user", "list"], tmp_path / "here", env)
+    assert listed.returncode == 0, listed
+    file = tmp_path / "here" / "turnstone-jobs.db"
+    assert f"no database at {file}: creating a new one" in listed.stderr and file.exists()
+    again = _cli(["user", "list"], tmp_path / "here", env)  # now it is there: nothing said
+    assert again.returncode == 0 and again.stderr == "", again
