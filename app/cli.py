@@ -12,7 +12,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.settings import DEFAULT_RUN_HOST, Settings
+from app.settings import Settings
+
+# HTTP input: the web tier's limits.
+DEFAULT_RUN_HOST = "127.0.0.1"  # `turnstone-jobs run` binds this machine only unless told
 
 PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 # A local run serves this machine only; `--host 0.0.0.0` (or an address) opens it up.

@@ -20,15 +20,16 @@ from redis.commands.core import Script
 from redis.exceptions import LockNotOwnedError, NoScriptError
 from redis.lock import Lock
 
-from app import keys
+from app import redis_keys
 from app.settings import (
     DEFAULT_REDIS_RETRY_SECONDS,
     DEFAULT_REPLAY_LOG_BYTES,
     EVENT_LOG_TTL_SECONDS,
-    REDIS_RETRY_FIRST_DELAY_SECONDS,
-    REDIS_RETRY_MAX_DELAY_SECONDS,
     Settings,
 )
+
+REDIS_RETRY_FIRST_DELAY_SECONDS = 0.05  # doubled after each failed try
+REDIS_RETRY_MAX_DELAY_SECONDS = 1.0
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ class EventType:
     TURN_QUEUED = "turn_queued"
     MESSAGE = "message"
     WATCH = "watch"  # a watch was created, polled, fired or cancelled: `watch` is its summary
+    BRANCH_CHANGED = "branch_changed"  # a rewind, edit, retry or restore changed the conversation
 
 
 @dataclass(frozen=True)
@@ -330,16 +332,16 @@ class EventLog:
         body = {"ws_id": ws_id, "turn_id": event.turn_id, "type": event.type, "ts": event_time()}
         body.update(event.fields)
         fence = event.fence
-        fence_key = keys.turn_fence(fence.turn_id) if fence else keys.turn_fence("-")
+        fence_key = redis_keys.turn_fence(fence.turn_id) if fence else redis_keys.turn_fence("-")
         return ScriptCall(
             self._publish,
             [
-                keys.event_seq(ws_id),
-                keys.event_meta(ws_id),
-                keys.event_log(ws_id),
-                keys.event_channel(ws_id),
+                redis_keys.event_seq(ws_id),
+                redis_keys.event_meta(ws_id),
+                redis_keys.event_log(ws_id),
+                redis_keys.event_channel(ws_id),
                 fence_key,
-                keys.published(token),
+                redis_keys.published(token),
             ],
             [
                 str(fence.attempt) if fence else "",
@@ -347,7 +349,7 @@ class EventLog:
                 self.maxlen,
                 self.max_bytes,
                 self.ttl_seconds,
-                keys.FENCE_TTL_SECONDS,
+                redis_keys.FENCE_TTL_SECONDS,
                 marker_ttl,
             ],
         )
@@ -355,9 +357,9 @@ class EventLog:
     def set_fence(self, fence: Fence, ws_id: str | None = None) -> bool:
         """A claim's attempt becomes the one allowed to publish (unless a newer one already is).
         With `ws_id`, in the same round trip: whether that workstream's ordering lock was held."""
-        fence_keys = [keys.turn_fence(fence.turn_id)] + ([keys.ws_order(ws_id)] if ws_id else [])
+        fence_keys = [redis_keys.turn_fence(fence.turn_id)] + ([redis_keys.ws_order(ws_id)] if ws_id else [])
         held = retrying(
-            lambda: self._raise_fence(keys=fence_keys, args=[fence.attempt, keys.FENCE_TTL_SECONDS]),
+            lambda: self._raise_fence(keys=fence_keys, args=[fence.attempt, redis_keys.FENCE_TTL_SECONDS]),
             self.retry_seconds,
             f"fencing turn {fence.turn_id}",
         )
@@ -365,7 +367,7 @@ class EventLog:
 
     def last_id(self, ws_id: str) -> int:
         """The id of the workstream's last event; 0 when Redis holds none (never, or lost)."""
-        value = self.redis.get(keys.event_seq(ws_id))
+        value = self.redis.get(redis_keys.event_seq(ws_id))
         return int(value) if value else 0
 
     def replay(self, ws_id: str, after: int) -> tuple[list[dict[str, Any]], bool]:
@@ -374,15 +376,17 @@ class EventLog:
         # One transaction: a publish between reading the log and reading the counter would
         # otherwise look like a trimmed log.
         with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xrange(keys.event_log(ws_id), min=f"{after + 1}-0", max="+")
-            pipe.get(keys.event_seq(ws_id))
-            pipe.hget(keys.event_meta(ws_id), "origin")
+            pipe.xrange(redis_keys.event_log(ws_id), min=f"{after + 1}-0", max="+")
+            pipe.get(redis_keys.event_seq(ws_id))
+            pipe.hget(redis_keys.event_meta(ws_id), "origin")
             entries, seq, origin_value = pipe.execute()
         events = [json.loads(fields[b"e"]) for _id, fields in entries]
         return events, is_truncated(after, events, int(seq or 0), int(origin_value or 0))
 
     def delete(self, ws_id: str) -> None:
-        self.redis.delete(keys.event_seq(ws_id), keys.event_meta(ws_id), keys.event_log(ws_id))
+        self.redis.delete(
+            redis_keys.event_seq(ws_id), redis_keys.event_meta(ws_id), redis_keys.event_log(ws_id)
+        )
 
 
 def _load_order(lost: list[Script], first: Script, last: Script) -> list[Script]:

@@ -13,7 +13,7 @@ import time
 
 import redis
 
-from app import keys
+from app import redis_keys
 
 RENEW_EVERY_SECONDS = 5.0
 EXPIRES_AFTER_SECONDS = 15  # three missed renewals: the worker is gone
@@ -34,7 +34,7 @@ class Presence:
 
     def stop(self) -> None:
         self._stop.set()
-        self._redis.zrem(keys.WORKER_PRESENCE, self._name)
+        self._redis.zrem(redis_keys.WORKER_PRESENCE, self._name)
 
     def _run(self) -> None:
         while not self._stop.wait(RENEW_EVERY_SECONDS):
@@ -44,18 +44,18 @@ class Presence:
                 continue  # Redis blinked: the next renewal tries again before the key expires
 
     def _renew(self) -> None:
-        self._redis.zadd(keys.WORKER_PRESENCE, {self._name: time.time() + EXPIRES_AFTER_SECONDS})
+        self._redis.zadd(redis_keys.WORKER_PRESENCE, {self._name: time.time() + EXPIRES_AFTER_SECONDS})
 
 
 def count(client: redis.Redis) -> int:
     """Workers whose entry has not lapsed; lapsed ones (crashed workers) are dropped on the way."""
     now = time.time()
     with client.pipeline(transaction=True) as pipe:
-        pipe.zremrangebyscore(keys.WORKER_PRESENCE, "-inf", now)
-        pipe.zcard(keys.WORKER_PRESENCE)
+        pipe.zremrangebyscore(redis_keys.WORKER_PRESENCE, "-inf", now)
+        pipe.zcard(redis_keys.WORKER_PRESENCE)
         return int(pipe.execute()[1])
 
 
 def is_present(client: redis.Redis, name: str) -> bool:
-    expires = client.zscore(keys.WORKER_PRESENCE, name)
+    expires = client.zscore(redis_keys.WORKER_PRESENCE, name)
     return expires is not None and expires > time.time()

@@ -7,8 +7,8 @@ from typing import Any
 
 import redis
 
-from app.engine.conversation_cache import ConversationCache
-from app.engine.heartbeats import Heartbeats
+from app.engine.conversation.cache import ConversationCache
+from app.engine.running.heartbeats import Heartbeats
 from app.events import EventLog
 from app.settings import Settings
 from app.storage.database import Database
@@ -23,11 +23,11 @@ class Runtime:
     redis: redis.Redis
     events: EventLog
     queue: TaskQueue
-    registry: Any  # app.tools.registry.Registry
-    tool_sources: list[Any] = field(default_factory=list)  # app.tools.toolset.ToolSource
-    # The system prompt's sections, in order (app.engine.prompt); a runtime may add its own.
+    registry: Any  # app.tools.core.registry.Registry
+    tool_sources: list[Any] = field(default_factory=list)  # app.tools.core.toolset.ToolSource
+    # The system prompt's sections, in order (app.engine.conversation.prompt); a runtime may add its own.
     prompt_sections: list[Any] = field(default_factory=list)
-    fetcher: Any = None  # app.tools.fetch.Fetcher: the SSRF-guarded fetcher tools reach the web with
+    fetcher: Any = None  # app.tools.web.fetch.Fetcher: the SSRF-guarded fetcher tools reach the web with
     mcp: Any = None  # app.mcp.service.MCPService: started by workers only
     conversations: ConversationCache = field(default_factory=ConversationCache)  # model steps' copy
     heartbeats: Heartbeats = field(default_factory=Heartbeats)  # the claims its running phases hold
@@ -42,14 +42,14 @@ class Runtime:
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
-        from app.engine.child_events import FamilyEventLog
-        from app.engine.prompt import SECTIONS
+        from app.engine.conversation.prompt import SECTIONS
+        from app.engine.subagents.relay import FamilyEventLog
         from app.mcp import store as mcp_store
         from app.mcp.service import MCP_TOOLS, MCPService
         from app.sandbox.enforcement import Sandbox
-        from app.tools.fetch import Fetcher
-        from app.tools.registry import build_registry
-        from app.tools.sources import load_sources
+        from app.tools.core.registry import build_registry
+        from app.tools.core.sources import load_sources
+        from app.tools.web.fetch import Fetcher
 
         client = redis.Redis.from_url(settings.redis_url, health_check_interval=30)
         registry = build_registry(settings=settings.tools)

@@ -28,7 +28,6 @@ MIN_TOOL_TIMEOUT = 1
 MAX_TOOL_TIMEOUT = 600
 DEFAULT_TRUNCATION = 262_144  # characters: the spec's 256 KB
 DEFAULT_APPROVAL_TIMEOUT = 0  # 0 = wait until someone decides
-TOOL_POOL_SIZE = 4  # parallel calls of one batch
 
 # Durability: a running step writes a heartbeat; the sweeper re-queues a step
 # whose heartbeat is older than the stale limit.
@@ -36,35 +35,10 @@ DEFAULT_HEARTBEAT_SECONDS = 5.0
 DEFAULT_STALE_AFTER_SECONDS = 30.0
 DEFAULT_SWEEP_INTERVAL_SECONDS = 10.0
 DEFAULT_WATCH_POLL_SECONDS = 15.0
-# The poison guard: a phase whose attempts raised this many times (a passing fault each time;
-# a bug fails the turn at once) fails its turn instead of being tried again...
-MAX_PHASE_ATTEMPTS = 5
-# ...and so does one whose worker stopped this many times while it ran (killed, out of memory):
-# many more, since a worker killed by an operator or a deploy is no fault of the step's.
-MAX_PHASE_CLAIMS = 20
 
-# Streaming: coalesce deltas and output chunks into at most one event per call (or per model
-# step and kind) every STREAM_FLUSH_SECONDS: 40 a second, however fast the output. Pending text
-# goes out at the first moment that allows, whatever its size: the resolution's other trigger,
-# a flush at 4,096 characters, could only come sooner, so the rate wins and there is no such
-# setting (docs/tools.md, bash, Streaming).
-STREAM_FLUSH_SECONDS = 0.025
-# The most text one such event carries: 40 MiB/s live. Past it the oldest of the interval is
-# dropped for a marker (the stored result keeps head and tail whatever streamed).
-STREAM_EVENT_MAX_CHARS = 1024 * 1024
 
-# HTTP input: the web tier's limits.
-DEFAULT_RUN_HOST = "127.0.0.1"  # `turnstone-jobs run` binds this machine only unless told
 MAX_NAME_CHARS = 200  # longest text a person may give where the column holds 200 (names, keys)
 MAX_ID_CHARS = 32  # the id columns' width
-MAX_PATH_CHARS = 4096  # a path a person may give (Linux's PATH_MAX)
-# An over-large body is read and dropped up to this much before the 413 goes out, so that
-# a client that sends its whole body before reading (curl, requests) sees the answer and
-# not a broken pipe; past it the connection is closed.
-MAX_DISCARD_BYTES = 64 * 1024 * 1024
-# A request whose body stops arriving (shorter than its Content-Length, a stalled client)
-# is answered 400 after this long without a byte, instead of holding a thread for ever.
-REQUEST_READ_TIMEOUT_SECONDS = 30.0
 BODY_BYTES_PER_MESSAGE_BYTE = 6  # JSON escapes a character into at most six bytes (\uXXXX)
 
 DEFAULT_REPLAY_LOG_LENGTH = 10_000  # events kept per workstream
@@ -76,27 +50,11 @@ DEFAULT_SOCKET_MAX_UNSENT_BYTES = 8 * 1024 * 1024
 DEFAULT_SOCKETS_PER_PRINCIPAL = 64  # open websockets of one user (or the operator), every web node together
 DEFAULT_SOCKETS_PER_PROCESS = 10_000  # open websockets one web process serves
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # a user message larger than this is a 413
+DEFAULT_FORK_COPY_MAX_BYTES = 1024 * 1024 * 1024  # a fork's copy of its working folder, at most
 
-# The guarded fetcher (app/tools/fetch) and web_fetch.
-FETCH_MAX_BYTES = 32 * 1024 * 1024  # a body past this is refused, counted as it streams
-FETCH_MAX_REDIRECTS = 5  # followed by hand, each hop screened; the sixth is refused
-FETCH_CONNECT_TIMEOUT_SECONDS = 10.0
-FETCH_READ_TIMEOUT_SECONDS = 30.0  # the longest wait for the next bytes of a response
-FETCH_TOTAL_SECONDS = 120.0  # one fetch, every hop and the whole body, however it trickles
-FETCH_MAX_URL_CHARS = 8192
-FETCH_USER_AGENT = "turnstone-jobs/0.1 (web_fetch)"
-# The page text the workstream's model gets with the question, at most; a model that
-# says it does not fit gets half as much, down to the floor.
-WEB_FETCH_MAX_PAGE_CHARS = 120_000
-WEB_FETCH_MIN_PAGE_CHARS = 8_000
 
-# web_search over SearxNG (app/tools/searxng.py). The URL is the operator's, never the model's.
+# web_search over SearxNG (app/tools/web/searxng.py). The URL is the operator's, never the model's.
 SEARXNG_URL_ENV = "TURNSTONE_SEARXNG_URL"
-SEARXNG_CONNECT_TIMEOUT_SECONDS = 5.0
-SEARXNG_TIMEOUT_SECONDS = 20.0  # SearxNG waits on its own engines; it answers within this or fails
-WEB_SEARCH_DEFAULT_RESULTS = 5
-WEB_SEARCH_MAX_RESULTS = 20
-WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
 # `[tools] web_search_backend`: "searxng" (the default, at `searxng_url`) or "mcp:SERVER:TOOL".
 WEB_SEARCH_BACKENDS = ("searxng", "mcp:SERVER:TOOL")
 # Provider-native search ([models.NAME.capabilities] supports_web_search, web_search_max_uses).
@@ -104,21 +62,12 @@ WEB_SEARCH_CAPABILITY = "supports_web_search"
 WEB_SEARCH_MAX_USES_KEY = "web_search_max_uses"
 DEFAULT_WEB_SEARCH_MAX_USES = 5  # searches Anthropic may run in one reply (each one is billed)
 MAX_WEB_SEARCH_MAX_USES = 50
-ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the largest preview, a PDF)
 # The reranker role: a `[models.NAME]` with `supports_rerank`, named by `[roles] reranker`.
 RERANK_TIMEOUT_SECONDS = 10.0  # past this, web_search keeps the backend's order, retrieval BM25's
-RERANK_CONNECT_TIMEOUT_SECONDS = 3.0
 # `[tools] rerank_bm25` (app/reranking/retrieval.py): BM25 finds the memories, tools and skills;
 # the reranker orders only the best RERANK_BM25_POOL of them, never a whole store.
 RERANK_BM25_POOL = 25
-RERANK_QUERY_CHARS = 2_000  # the query (a user's message, a search) as the reranker gets it, at most
 RERANK_DOCUMENT_CHARS = 2_000  # one candidate's text (a memory's name, description, content), at most
-# The memory block is built at every model step of a turn: the same message and the same memories
-# are scored once per process and remembered (a failure too, more briefly, so that a reranker that
-# is down costs a step its timeout once, not at every step).
-RERANK_CACHE_ENTRIES = 256
-RERANK_CACHE_SECONDS = 600.0
-RERANK_FAILURE_CACHE_SECONDS = 60.0
 CHAT_PROVIDERS = ("openai", "anthropic")
 RERANK_PROVIDER = "rerank"  # a model definition that only reranks; it cannot hold a conversation
 ROLES = ("reranker",)
@@ -135,17 +84,11 @@ MEMORY_INJECT_MAX = 5  # memories put into the system prompt at a turn's first m
 # The share of the user's message a memory must match to be injected: its BM25 score over
 # the sum of the message's words' IDFs (app/memory/relevance.py).
 MEMORY_INJECT_THRESHOLD = 0.2
-MEMORY_DEFAULT_LIMIT = 20  # search and list results when the call gives no limit
 MEMORY_MAX_LIMIT = 100
 MEMORY_MAX_CONTENT_CHARS = 20_000
 MEMORY_MAX_DESCRIPTION_CHARS = 500
-MEMORY_INJECT_CHARS = 2_000  # one memory's content in the system prompt, at most
-RECALL_DEFAULT_LIMIT = 20
-RECALL_MAX_LIMIT = 100
 RECALL_MAX_QUERY_CHARS = 1_000
-RECALL_MAX_TERMS = 16  # words and phrases of one query; more are refused, not silently dropped
 SKILL_SEARCH_RESULTS = 10
-SKILL_MAX_CONTENT_CHARS = 100_000
 
 DEFAULT_MODEL_RETRIES = 3  # after the first try, on 429/5xx/connection errors
 DEFAULT_MODEL_BACKOFF_SECONDS = 0.5  # doubled on each retry
@@ -171,20 +114,10 @@ DEFAULT_MAX_TOKENS = 8192  # a model the table does not know: most current model
 # Redis outages: a publish or a cancel flag retries connection errors this long before giving up
 # (a restart or a failover takes seconds; a turn should pause through it, not fail).
 DEFAULT_REDIS_RETRY_SECONDS = 30.0
-REDIS_RETRY_FIRST_DELAY_SECONDS = 0.05  # doubled after each failed try
-REDIS_RETRY_MAX_DELAY_SECONDS = 1.0
 
 # Users and tokens (app/users). A user's name: lower-case letters, digits and . _ -, 1-64 long.
 USER_NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
-MIN_PASSWORD_CHARS = 8
 MAX_PASSWORD_CHARS = 1024  # argon2 hashes anything; this only bounds the work a request can ask for
-LOGIN_TOKEN_SECONDS = 12 * 3600  # what `POST /v1/api/login` hands the web client lives this long
-MAX_TOKEN_SECONDS = 366 * 24 * 3600  # the longest `--expires` / `expires_in` a token may ask for
-# Sign-in failures, counted per user name and per client address over a window; past the free
-# attempts each further failure doubles the wait before the next try, up to the maximum.
-LOGIN_FREE_ATTEMPTS = 5
-LOGIN_FAILURE_WINDOW_SECONDS = 15 * 60
-LOGIN_MAX_DELAY_SECONDS = 5 * 60
 # An open websocket re-checks its token this often, so a revoked or expired token stops it.
 SOCKET_REAUTH_SECONDS = 10.0
 # The server pings each open websocket this often (itself, between frames: see app/web/websocket.py);
@@ -192,76 +125,32 @@ SOCKET_REAUTH_SECONDS = 10.0
 DEFAULT_SOCKET_PING_SECONDS = 25.0
 # watch (app/watches): beat's pass over due watches runs every `watch_poll_seconds`.
 WATCH_POLL_SECONDS_ENV = "TURNSTONE_WATCH_POLL_SECONDS"
-WATCH_MIN_INTERVAL_SECONDS = 10
-WATCH_MAX_INTERVAL_SECONDS = 24 * 3600
-WATCH_DEFAULT_INTERVAL = "5m"
-WATCH_DEFAULT_MAX_POLLS = 100
-WATCH_MAX_POLLS = 10_000  # the most a model may ask for
-WATCH_MAX_ACTIVE = 5  # per workstream
-WATCH_OUTPUT_CHARS = 64 * 1024  # a poll's output, as kept, compared and reported
-WATCH_MAX_CHAIN = 5  # watch-started turns in a row without a person's message; past it, no turn
-WATCH_CLAIMS_PER_PASS = 100  # due watches one pass claims at most; the next pass takes the rest
 # Polls running at once across the service (`[tools] watch_poll_concurrency`): polls share the
 # workers' threads with people's approved calls, and must never take them all.
 DEFAULT_WATCH_POLL_CONCURRENCY = 4
-# A claimed watch not polled (and released) within the command timeout plus this is claimed
-# again: its poll task was lost, or its worker died.
-WATCH_CLAIM_GRACE_SECONDS = 60.0
 # MCP servers (app/mcp): the JSON file of `mcpServers`, the call limit, the supervisor's clock.
 MCP_CONFIG_ENV = "TURNSTONE_MCP_CONFIG"
 DEFAULT_MCP_CALL_TIMEOUT = 120  # seconds, one tools/call (resources/read, prompts/get too)
 DEFAULT_MCP_HEALTH_SECONDS = 10.0  # a connected server is pinged this often; a dead one found
-MCP_CONNECT_SECONDS = 30.0  # start, initialize and first discovery, at most
-MCP_REQUEST_SECONDS = 30.0  # a later refresh's list requests, and a health ping, at most
-MCP_DEBOUNCE_SECONDS = 0.2  # list_changed pushes this close together make one refresh
-MCP_BACKOFF_FIRST_SECONDS = 1.0  # reconnect delay after a failure, doubled each time, +-20%
-MCP_BACKOFF_MAX_SECONDS = 60.0
 
 # notify and the channel gateway (app/gateway): the tool signs a short-lived service JWT and
 # posts to a gateway whose heartbeat in the `services` table is fresh.
 SERVICE_JWT_SECRET_ENV = "TURNSTONE_SERVICE_SECRET"  # unset: one generated once, kept in the database
-SERVICE_JWT_AUDIENCE = "turnstone-channel"
-SERVICE_JWT_ISSUER = "turnstone-jobs"
-SERVICE_JWT_SECONDS = 60  # a token's life: long enough for one delivery, too short to replay later
-SERVICE_JWT_LEEWAY_SECONDS = 5  # clock difference between the worker and the gateway tolerated
 GATEWAY_KIND = "channel-gateway"  # its `services.kind`
 GATEWAY_URL_ENV = "TURNSTONE_GATEWAY_URL"  # the address it advertises; default http://127.0.0.1:PORT
 GATEWAY_PORT_ENV = "GATEWAY_PORT"
 DEFAULT_GATEWAY_PORT = 8081
 DEFAULT_GATEWAY_HEARTBEAT_SECONDS = 10.0
 DEFAULT_GATEWAY_STALE_SECONDS = 30.0  # a gateway whose heartbeat is older is not used
-GATEWAY_MAX_BODY_BYTES = 64 * 1024
 DISCORD_BOT_TOKEN_ENV = "TURNSTONE_DISCORD_BOT_TOKEN"  # the gateway's bot, for channel_id targeting
 DEFAULT_DISCORD_API_BASE = "https://discord.com/api"
 DEFAULT_NTFY_BASE_URL = "https://ntfy.sh"
-NOTIFY_MAX_MESSAGE_CHARS = 2000  # the spec's; Discord's own limit for a message's content
-NOTIFY_MAX_TITLE_CHARS = 200
-NOTIFY_MAX_PER_TURN = 5  # successful notifications; failed ones do not count
 NOTIFY_RETRY_DELAYS = (1.0, 3.0)  # seconds before the second and the third attempt
 NOTIFY_CONNECT_TIMEOUT_SECONDS = 5.0
-NOTIFY_TIMEOUT_SECONDS = 30.0  # one attempt, the gateway's deliveries included
-# A notify call that finds the turn's slots all taken, some still being sent, looks this often
-# whether they settled (sent, or given back) before it decides.
-NOTIFY_SETTLE_POLL_SECONDS = 0.25
-DELIVERY_TIMEOUT_SECONDS = 10.0  # the gateway's one post to a platform
-MAX_CHANNELS_PER_USER = 20
 MAX_CHANNEL_URL_CHARS = 2048
 
 CONFIG_PATH_ENV = "TURNSTONE_CONFIG"
 DEFAULT_CONFIG_PATH = "config.toml"
-
-# Environment names whose values are the service's own secrets: never shown to
-# a tool's subprocess, never logged.
-SERVICE_SECRET_ENV = (
-    "DATABASE_URL",
-    "REDIS_URL",
-    "TURNSTONE_API_TOKEN",
-    "TURNSTONE_METRICS_TOKEN",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    SERVICE_JWT_SECRET_ENV,
-    DISCORD_BOT_TOKEN_ENV,  # and its _NAME variants: bash's scrubbing removes any *_TOKEN anyway
-)
 
 
 class SettingsError(ValueError):
@@ -396,6 +285,7 @@ class Settings:
     sockets_per_principal: int = DEFAULT_SOCKETS_PER_PRINCIPAL
     sockets_per_process: int = DEFAULT_SOCKETS_PER_PROCESS
     socket_ping_seconds: float = DEFAULT_SOCKET_PING_SECONDS
+    fork_copy_max_bytes: int = DEFAULT_FORK_COPY_MAX_BYTES
     # [mcp.servers.NAME] merged with $TURNSTONE_MCP_CONFIG's mcpServers (app.mcp.config.ServerConfig)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
@@ -479,6 +369,7 @@ class Settings:
                 env, "TURNSTONE_SOCKETS_PER_PRINCIPAL", DEFAULT_SOCKETS_PER_PRINCIPAL
             ),
             sockets_per_process=_count(env, "TURNSTONE_SOCKETS_PER_PROCESS", DEFAULT_SOCKETS_PER_PROCESS),
+            fork_copy_max_bytes=_count(env, "TURNSTONE_FORK_COPY_MAX_BYTES", DEFAULT_FORK_COPY_MAX_BYTES),
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),

@@ -5,7 +5,7 @@ from typing import Any
 
 from celery.signals import beat_init
 
-from app import heap, housekeeping
+from app import gc_settle, housekeeping
 from app.settings import Settings
 from app.taskqueue import SWEEP_TASK, WATCH_PASS_TASK, make_celery
 
@@ -32,4 +32,4 @@ app.conf.beat_schedule = {
 
 @beat_init.connect
 def _settle(**_: Any) -> None:
-    heap.settle()  # what beat has loaded it keeps for its life
+    gc_settle.settle()  # what beat has loaded it keeps for its life

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.engine import calls, model_step, phases, tool_batch
+from app.engine.life import calls
+from app.engine.running import model_step, phases, tool_batch
 from app.events import EventLog
 from app.tools import bash
 from bench.turn_costs import in_process_engine, run_turn
@@ -68,7 +69,7 @@ class Stamps:
 
 
 def measure(backend: str, turns: int, model: FakeModelServer, stamps: Stamps) -> dict[str, list[float]]:
-    from app.engine import workstreams
+    from app.engine.life import workstreams
 
     rows: dict[str, list[float]] = {}
     with in_process_engine(backend, model) as (rt, tally):

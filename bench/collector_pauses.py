@@ -4,7 +4,7 @@ how many, and how long each paused its process (every thread of it), after start
 Run: python -m bench.collector_pauses [--turns 150] [--backend sqlite]
 Every Python process of the service is started with a `sitecustomize` of this bench's on its
 path, which records each full (generation 2) collection: when, how long, and how many objects
-were frozen then (`app.heap.settle`). The figures count those that began after the warm-up
+were frozen then (`app.gc_settle.settle`). The figures count those that began after the warm-up
 turns, in a run of alternating plain and auto-approved `echo hello` bash turns on one
 workstream, whose history grows by six messages a pair.
 """

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from app.settings import ToolSettings
 from app.tools import edit_file, search
-from app.tools.base import ToolContext, ToolOutcome
+from app.tools.core.base import ToolContext, ToolOutcome
 
 T = TypeVar("T")
 

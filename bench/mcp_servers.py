@@ -23,11 +23,11 @@ from app.mcp.catalog import MCPToolSource
 from app.mcp.config import parse_server
 from app.mcp.manager import MCPManager
 from app.tools import bash
-from app.tools import toolset as toolsets
-from app.tools.base import ToolContext
-from app.tools.pipeline import PreparedCall, execute_call
-from app.tools.registry import build_registry
-from app.tools.tool import Tool
+from app.tools.core import toolset as toolsets
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import PreparedCall, execute_call
+from app.tools.core.registry import build_registry
+from app.tools.core.tool import Tool
 from bench.harness import ms_summary, rss_mib
 
 ROOT = Path(__file__).resolve().parents[1]

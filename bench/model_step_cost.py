@@ -73,12 +73,12 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool, provider
     import anthropic
     import openai
 
-    from app.engine import conversation, prompt
+    from app.engine.conversation import prompt, stored
     from app.providers import anthropic_messages, openai_chat
     from app.providers.base import api_key_for, cached_client
     from app.storage.models import Workstream
-    from app.tools import search_plan
-    from app.tools import toolset as toolsets
+    from app.tools.core import tool_search_plan
+    from app.tools.core import toolset as toolsets
 
     parts: dict[str, float] = {}
 
@@ -92,9 +92,9 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool, provider
         with rt.db.reader() as s:
             ws = s.get(Workstream, ws_id)
             if whole:
-                rows = conversation.messages(s, ws_id)
+                rows = stored.messages(s, ws_id)
             else:
-                rows = rt.conversations.model_entries(s, ws_id, conversation.model_entry)
+                rows = rt.conversations.model_entries(s, ws_id, stored.model_entry)
         return ws, rows
 
     ws, rows = timed("read conversation", read)
@@ -103,12 +103,12 @@ def step_cost(rt: Any, model: FakeModelServer, ws_id: str, whole: bool, provider
         settings = replace(settings, provider="anthropic", base_url=model.anthropic_base_url, max_tokens=1024)
 
     def build() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        search = search_plan.plan(rt.settings.tools, ws.tool_search, settings)
+        search = tool_search_plan.plan(rt.settings.tools, ws.tool_search, settings)
         tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools, search)
         system = prompt.build(
             prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message="go"), rt.prompt_sections
         )
-        history = conversation.for_model(system, rows) if whole else conversation.arrange(system, rows)
+        history = stored.for_model(system, rows) if whole else stored.arrange(system, rows)
         return history, tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
 
     history, schemas = timed("prompt and history", build)
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--provider", default="openai", choices=["openai", "anthropic"])
     args = parser.parse_args()
-    from app.engine import workstreams
+    from app.engine.life import workstreams
 
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     with in_process(args.backend) as (rt, model, tmp):

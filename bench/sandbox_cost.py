@@ -24,7 +24,7 @@ from app.sandbox.enforcement import Sandbox
 from app.sandbox.settings import SandboxSettings
 from app.settings import Settings, ToolSettings
 from app.tools import bash
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 
 
 def timed(ctx: ToolContext, capped: bool = True) -> float:

@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 
 import redis
 
-from app import keys
+from app import redis_keys
+from app.engine.publishing.streaming import STREAM_FLUSH_SECONDS
 from app.events import EventLog
-from app.settings import STREAM_FLUSH_SECONDS
 from bench.harness import running_service
 from bench.sockets_idle import web_pids
 from tests.integration.services import API_TOKEN, free_port
@@ -125,7 +125,7 @@ def direct(redis_url: str, ws_ids: list[str], ready: Any, go_home: Any, out: mul
     """A control: the same events read straight off Redis pub/sub, no web node between. Its lag
     is what the machine adds (the publishers' own scheduling, a busy CPU), not the web tier."""
     pubsub = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(*(keys.event_channel(ws_id) for ws_id in ws_ids))
+    pubsub.subscribe(*(redis_keys.event_channel(ws_id) for ws_id in ws_ids))
     lags: list[float] = []
     ready.set()
     while not go_home.is_set():

@@ -12,10 +12,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from app.tools import tool_search, toolset
-from app.tools.registry import build_registry
-from app.tools.search_plan import SearchPlan
-from app.tools.tool import Tool
+from app.tools import tool_search
+from app.tools.core import toolset
+from app.tools.core.registry import build_registry
+from app.tools.core.tool import Tool
+from app.tools.core.tool_search_plan import SearchPlan
 from bench.harness import ms_summary, running_service
 from tests.fakes.model_server import Reply
 from tests.fakes.tool_source import FakeTools, FileToolSource

@@ -26,7 +26,8 @@ from typing import Any
 import redis
 from sqlalchemy import event
 
-from app.engine import chain, turns, workstreams
+from app.engine.life import turns, workstreams
+from app.engine.running import chain
 from app.runtime import Runtime
 from app.storage.database import ONE_STATEMENT_OPTION
 from app.storage.models import Turn, TurnPhase, TurnStatus

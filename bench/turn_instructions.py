@@ -28,7 +28,7 @@ COLLECTED = re.compile(r"Collected : (\d+)")
 
 def run_turns(kind: str, backend: str, turns: int) -> None:
     """The counted program: WARM_UP + `turns` turns of `kind`, in-process."""
-    from app.engine import workstreams
+    from app.engine.life import workstreams
     from bench.turn_costs import in_process_engine, run_turn
 
     private = start_private_redis_if_absent()

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from app.engine import workstreams
+from app.engine.life import workstreams
 from app.runtime import Runtime
-from app.settings import WATCH_MAX_ACTIVE, Settings
+from app.settings import Settings
 from app.storage.migrate import upgrade
 from app.storage.models import Watch
 from app.watches import poller, store
-from app.watches.store import WatchSpec
+from app.watches.store import WATCH_MAX_ACTIVE, WatchSpec
 from bench.harness import ms_summary
 from tests.integration.services import (
     REDIS_HOST,

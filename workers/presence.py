@@ -1,5 +1,5 @@
 """What a worker does once it has started and as it stops: announce itself in Redis while it runs
-(what /health counts), run its MCP servers, and settle what it keeps (`app.heap`)."""
+(what /health counts), run its MCP servers, and settle what it keeps (`app.gc_settle`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from app import heap
+from app import gc_settle
 from app.presence import Presence
 from workers.tasks import runtime
 
@@ -21,7 +21,7 @@ def _announce(sender: Any = None, **_: Any) -> None:
     _presence.start()
     runtime().mcp.start()  # this process's MCP servers: spawned here, never in the web tier
     runtime().sandbox.warn_if_unjailed()  # loudly, where the commands run
-    heap.settle()  # everything above is kept for the worker's life
+    gc_settle.settle()  # everything above is kept for the worker's life
 
 
 @worker_shutdown.connect

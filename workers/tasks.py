@@ -1,4 +1,4 @@
-"""Task bodies: parse ids, call into app.engine. `app.engine.phases` is the turns' error boundary."""
+"""Task bodies: parse ids, call into app.engine. `app.engine.running.phases` is the turns' error boundary."""
 
 from __future__ import annotations
 
@@ -9,20 +9,22 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_ready, worker_shutting_down
 
-from app.engine import calls, chain, sweeper
+from app.engine.life import calls, cancel
+from app.engine.running import chain, sweeper
 from app.runtime import Runtime
 from app.sandbox import folders
 from app.settings import Settings
 from app.taskqueue import (
     FINISH_CALL_TASK,
     MODEL_STEP_TASK,
+    STOP_CHILDREN_TASK,
     SWEEP_TASK,
     TOOL_BATCH_TASK,
     TOOLS_QUEUE,
     WATCH_PASS_TASK,
     WATCH_POLL_TASK,
 )
-from app.tools import scripts
+from app.tools.commands import scripts
 from app.watches import poller
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,11 @@ def tool_batch(turn_id: str, step: int) -> None:
 @shared_task(name=FINISH_CALL_TASK)
 def finish_call(turn_id: str, call_id: str, output: str, is_error: bool = False) -> bool:
     return calls.finish_waiting(runtime(), turn_id, call_id, str(output), bool(is_error))
+
+
+@shared_task(name=STOP_CHILDREN_TASK)
+def stop_children(turn_id: str) -> list[str]:
+    return cancel.stop_children(runtime(), turn_id)
 
 
 @shared_task(name=SWEEP_TASK)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from app.settings import GATEWAY_MAX_BODY_BYTES, Settings
+from app.settings import Settings
+
+GATEWAY_MAX_BODY_BYTES = 64 * 1024
 
 if TYPE_CHECKING:
     from flask import Flask

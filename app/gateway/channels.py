@@ -13,12 +13,14 @@ from typing import Any
 
 from sqlmodel import col, delete, func, select
 
-from app.settings import DISCORD_BOT_TOKEN_ENV, MAX_CHANNEL_URL_CHARS, MAX_CHANNELS_PER_USER, NotifySettings
+from app.settings import DISCORD_BOT_TOKEN_ENV, MAX_CHANNEL_URL_CHARS, NotifySettings
 from app.storage.database import Database
 from app.storage.models import ChannelLink, User
-from app.tools.fetch.errors import FetchError
-from app.tools.fetch.fetcher import system_resolver
-from app.tools.fetch.guard import Target, parse_url, screen
+from app.tools.web.fetch.errors import FetchError
+from app.tools.web.fetch.fetcher import system_resolver
+from app.tools.web.fetch.guard import Target, parse_url, screen
+
+MAX_CHANNELS_PER_USER = 20
 
 TYPES = ("discord", "webhook", "ntfy")
 TARGET_FIELDS = {

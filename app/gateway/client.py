@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from app.gateway import registry, tokens
 from app.gateway.request import NotifyRequest
-from app.settings import GATEWAY_KIND, NOTIFY_CONNECT_TIMEOUT_SECONDS, NOTIFY_TIMEOUT_SECONDS, NotifySettings
+from app.settings import GATEWAY_KIND, NOTIFY_CONNECT_TIMEOUT_SECONDS, NotifySettings
 from app.storage.database import Database
+
+NOTIFY_TIMEOUT_SECONDS = 30.0  # one attempt, the gateway's deliveries included
 
 if TYPE_CHECKING:
     import httpx
@@ -49,7 +51,7 @@ def send(
     post: Post | None = None,  # httpx.post
     is_cancelled: Callable[[], bool] = lambda: False,
 ) -> Outcome:
-    import httpx  # on first use: see app/tools/fetch/__init__
+    import httpx  # on first use: see app/tools/web/fetch/__init__
 
     post = post or httpx.post
     reason = ""

@@ -13,7 +13,7 @@ import httpx
 
 from app.gateway.channels import BOT_TOKEN_ENV_NAME, ChannelError, screen_webhook
 from app.settings import DISCORD_BOT_TOKEN_ENV, NotifySettings
-from app.tools.fetch.transport import PinnedTransport
+from app.tools.web.fetch.transport import PinnedTransport
 
 USER_AGENT = "turnstone-jobs/0.1 (channel gateway)"
 

@@ -9,8 +9,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.gateway.channels import DISCORD_ID
-from app.settings import NOTIFY_MAX_MESSAGE_CHARS, NOTIFY_MAX_TITLE_CHARS, USER_NAME_PATTERN
+from app.settings import USER_NAME_PATTERN
 from app.storage.types import storable
+
+NOTIFY_MAX_MESSAGE_CHARS = 2000  # the spec's; Discord's own limit for a message's content
+NOTIFY_MAX_TITLE_CHARS = 200
 
 DIRECT_TYPES = ("discord",)  # channel_type for direct targeting, as the spec lists
 FIELDS = ("message", "title", "username", "channel_type", "channel_id")

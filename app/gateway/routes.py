@@ -8,8 +8,10 @@ from flask import Blueprint, current_app, jsonify, request
 
 from app.gateway import channels, tokens
 from app.gateway.request import NotifyRequest, RequestError
-from app.settings import DELIVERY_TIMEOUT_SECONDS, NOTIFY_CONNECT_TIMEOUT_SECONDS, NotifySettings
+from app.settings import NOTIFY_CONNECT_TIMEOUT_SECONDS, NotifySettings
 from app.storage.database import Database
+
+DELIVERY_TIMEOUT_SECONDS = 10.0  # the gateway's one post to a platform
 
 gateway = Blueprint("gateway", __name__)
 

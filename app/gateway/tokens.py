@@ -11,15 +11,14 @@ import secrets
 import time
 from typing import Any
 
-from app.settings import (
-    SERVICE_JWT_AUDIENCE,
-    SERVICE_JWT_ISSUER,
-    SERVICE_JWT_LEEWAY_SECONDS,
-    SERVICE_JWT_SECONDS,
-    NotifySettings,
-)
+from app.settings import NotifySettings
 from app.storage import service_keys
 from app.storage.database import Database
+
+SERVICE_JWT_AUDIENCE = "turnstone-channel"
+SERVICE_JWT_ISSUER = "turnstone-jobs"
+SERVICE_JWT_SECONDS = 60  # a token's life: long enough for one delivery, too short to replay later
+SERVICE_JWT_LEEWAY_SECONDS = 5  # clock difference between the worker and the gateway tolerated
 
 ALGORITHM = "HS256"
 KEY_NAME = "service-jwt"

@@ -21,8 +21,8 @@ from app.mcp.handler import MCPToolHandler
 from app.mcp.manager import MCPManager, ServerView
 from app.mcp.names import full_name, model_name
 from app.mcp.states import CONNECTED
-from app.tools.tool import Tool, ToolDefinition, check_runtime_definition
-from app.tools.toolset import Catalog
+from app.tools.core.tool import Tool, ToolDefinition, check_runtime_definition
+from app.tools.core.toolset import Catalog
 
 SOURCE_NAME = "mcp"
 KEPT_VERSIONS = 64  # catalogs a batch may still ask for by version

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from app.mcp.states import RequestTimeoutError, ServerGoneError
-from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
     from app.mcp.manager import MCPManager

@@ -26,12 +26,3 @@ def model_name(server: str, name: str) -> str:
         return wanted
     digest = hashlib.sha256(wanted.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
     return f"{safe[: MAX_NAME - _HASH_CHARS - 1]}_{digest}"
-
-
-def approval_label(func_name: str, args: dict) -> str:
-    """What "always" approves: the tool, or for read_resource / use_prompt one URI / one prompt."""
-    if func_name == "read_resource" and isinstance(args.get("uri"), str):
-        return f"read_resource:{args['uri']}"
-    if func_name == "use_prompt" and isinstance(args.get("name"), str):
-        return f"use_prompt:{args['name']}"
-    return func_name

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.engine.prompt_context import PromptContext
+    from app.engine.conversation.prompt_context import PromptContext
     from app.mcp.catalog import MCPToolSource
 
 MAX_RESOURCES = 50

@@ -14,8 +14,8 @@ import redis
 from app.mcp import status
 from app.mcp.catalog import SOURCE_NAME, MCPToolDefinition, MCPToolSource
 from app.mcp.states import CONNECTED
-from app.tools.tool import Tool, ToolDefinition
-from app.tools.toolset import Catalog
+from app.tools.core.tool import Tool, ToolDefinition
+from app.tools.core.toolset import Catalog
 
 READ_EVERY_SECONDS = 1.0  # a page asking for one workstream after another reads Redis once
 

@@ -25,15 +25,14 @@ from app.mcp.manager import MCPManager
 from app.mcp.prompt import sections
 from app.mcp.published import ProcessToolSource, PublishedToolSource
 from app.mcp.states import CONNECTED, Timing
-from app.settings import (
-    MCP_BACKOFF_FIRST_SECONDS,
-    MCP_BACKOFF_MAX_SECONDS,
-    MCP_CONNECT_SECONDS,
-    MCP_DEBOUNCE_SECONDS,
-    MCP_REQUEST_SECONDS,
-    Settings,
-)
+from app.settings import Settings
 from app.storage.database import Database
+
+MCP_CONNECT_SECONDS = 30.0  # start, initialize and first discovery, at most
+MCP_REQUEST_SECONDS = 30.0  # a later refresh's list requests, and a health ping, at most
+MCP_DEBOUNCE_SECONDS = 0.2  # list_changed pushes this close together make one refresh
+MCP_BACKOFF_FIRST_SECONDS = 1.0  # reconnect delay after a failure, doubled each time, +-20%
+MCP_BACKOFF_MAX_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING
 from app.bm25 import K1, tokens, without_punctuation
 from app.memory import store
 from app.reranking import retrieval
-from app.settings import MEMORY_INJECT_CHARS, MemorySettings, ToolSettings
+from app.settings import MemorySettings, ToolSettings
 from app.storage.models import Memory
 
+MEMORY_INJECT_CHARS = 2_000  # one memory's content in the system prompt, at most
+
 if TYPE_CHECKING:
-    from app.engine.prompt_context import PromptContext
+    from app.engine.conversation.prompt_context import PromptContext
 
 _COMMON = (
     "a an and are as at be but by can could did do does for from had has have how i if in into is it its "

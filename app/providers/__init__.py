@@ -8,8 +8,8 @@ from app.providers.errors import (
     ModelRequestError,
     ModelUnavailableError,
 )
-from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.reply import stream_reply
+from app.providers.reply_parts import ModelEvent, ToolCallRequest
 
 __all__ = [
     "ContextWindowError",

@@ -13,7 +13,7 @@ import httpx2
 from anthropic.types import Message
 
 from app.providers import event_fields as fields
-from app.providers import events, keepalive
+from app.providers import keepalive, reply_parts
 from app.providers.anthropic_format import (
     TOOL_SEARCH_BETA,
     convert_messages,
@@ -32,8 +32,8 @@ from app.providers.base import (
 )
 from app.providers.citations import Sources
 from app.providers.errors import ModelNotConfiguredError
-from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.failure import AttemptFailedError, server_message
+from app.providers.reply_parts import ModelEvent, ToolCallRequest
 from app.settings import ModelSettings, default_max_tokens
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -157,10 +157,10 @@ class _PartialToolUse:
 
     def complete(self) -> ModelEvent:
         if self.server_block is None:
-            return events.tool_call(
+            return reply_parts.tool_call(
                 ToolCallRequest(id=self.id, name=self.name, arguments=self.json_text or "{}")
             )
-        return events.server_block({**self.server_block, "input": tool_input(self.json_text)})
+        return reply_parts.server_block({**self.server_block, "input": tool_input(self.json_text)})
 
 
 @dataclass
@@ -211,7 +211,7 @@ def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = F
             if index in tool_uses:
                 yield tool_uses.pop(index).complete()
             elif (text := texts.pop(index, None)) and keep_text and text.text:
-                yield events.server_block(text.block())  # not empty: the API refuses those
+                yield reply_parts.server_block(text.block())  # not empty: the API refuses those
         elif kind == "message_delta":
             delta = fields.obj(event.get("delta"), "message_delta's delta")
             stop_reason = fields.text(delta.get("stop_reason"), "stop_reason") or stop_reason
@@ -221,8 +221,8 @@ def _events(stream: Any, should_stop: Callable[[], bool], *, keep_text: bool = F
     if not is_complete:
         raise AttemptFailedError(truncated_failure())
     if cited := sources.text():
-        yield events.content(cited)
-    yield events.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
+        yield reply_parts.content(cited)
+    yield reply_parts.finish(FINISH_REASONS.get(stop_reason or "", stop_reason), usage)
 
 
 def _index(event: dict[str, Any]) -> int:
@@ -251,7 +251,7 @@ def _block_start(
         kept = dict(block) if kind == "server_tool_use" else None
         tool_uses[index] = _PartialToolUse(call_id, name, server_block=kept)
     elif kind not in CLIENT_BLOCK_TYPES:
-        yield events.server_block(dict(block))
+        yield reply_parts.server_block(dict(block))
 
 
 def _add_usage(usage: dict[str, int], reported: Any) -> None:
@@ -287,12 +287,12 @@ def _delta_events(
     if kind == "text_delta" and (piece := fields.text(delta.get("text"), "a text delta")):
         if text is not None:
             text.text += piece
-        yield events.content(piece)
+        yield reply_parts.content(piece)
     elif kind == "citations_delta" and text is not None:
         citation = dict(fields.obj(delta.get("citation"), "a citation"))
         text.citations = [*(text.citations or []), citation]
         sources.add(citation.get("url"), citation.get("title"))
     elif kind == "thinking_delta" and (thinking := fields.text(delta.get("thinking"), "a thinking delta")):
-        yield events.reasoning(thinking)
+        yield reply_parts.reasoning(thinking)
     elif kind == "input_json_delta" and index in tool_uses:
         tool_uses[index].json_text += fields.text(delta.get("partial_json"), "a tool use's input") or ""

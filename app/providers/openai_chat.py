@@ -12,7 +12,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from app.providers import event_fields as fields
-from app.providers import events, keepalive
+from app.providers import keepalive, reply_parts
 from app.providers.base import (
     api_key_for,
     cached_client,
@@ -22,9 +22,9 @@ from app.providers.base import (
 )
 from app.providers.citations import Sources, cited, split_tools
 from app.providers.errors import ModelNotConfiguredError
-from app.providers.events import ModelEvent, ToolCallRequest
 from app.providers.failure import AttemptFailedError, server_message
 from app.providers.openai_format import convert_messages
+from app.providers.reply_parts import ModelEvent, ToolCallRequest
 from app.settings import ModelSettings
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -162,11 +162,11 @@ def _events(stream: Any, should_stop: Callable[[], bool]) -> Iterator[ModelEvent
     if finish_reason is None:
         raise AttemptFailedError(truncated_failure())
     if text := sources.text():
-        yield events.content(text)
+        yield reply_parts.content(text)
     # Tool calls go out whole, in the order the model made them.
     for index in sorted(calls):
-        yield events.tool_call(calls[index].complete())
-    yield events.finish(finish_reason, usage)
+        yield reply_parts.tool_call(calls[index].complete())
+    yield reply_parts.finish(finish_reason, usage)
 
 
 def _usage(reported: dict[str, Any]) -> dict[str, int]:
@@ -194,10 +194,10 @@ def _delta_events(
     # (a few send an object of their own there: only text is shown, as before).
     for thinking in (delta.get("reasoning_content"), delta.get("reasoning")):
         if isinstance(thinking, str) and thinking:
-            yield events.reasoning(thinking)
+            yield reply_parts.reasoning(thinking)
             break
     if content := fields.text(delta.get("content"), "content"):
-        yield events.content(content)
+        yield reply_parts.content(content)
     for piece in fields.items(delta.get("tool_calls"), "tool_calls"):
         _add_piece(calls, fields.obj(piece, "a tool call"))
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from types import ModuleType
 
-from app import heap
+from app import gc_settle
 from app.providers.base import describe_target
-from app.providers.events import ModelEvent
+from app.providers.reply_parts import ModelEvent
 from app.providers.retry import RetryPolicy, stream_with_retries
 from app.settings import (
     DEFAULT_MODEL_BACKOFF_SECONDS,
@@ -77,5 +77,5 @@ def _module(provider: str) -> ModuleType:
     first = path not in sys.modules
     module = importlib.import_module(path)
     if first:  # its SDK is kept for the process's life: out of the collector's walks
-        heap.settle(collect=False)
+        gc_settle.settle(collect=False)
     return module

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
-from app.providers import events
+from app.providers import reply_parts
 from app.providers.errors import (
     ContextWindowError,
     ModelError,
@@ -17,8 +17,8 @@ from app.providers.errors import (
     ModelUnavailableError,
     redact,
 )
-from app.providers.events import ModelEvent
 from app.providers.failure import AttemptFailedError, Failure
+from app.providers.reply_parts import ModelEvent
 
 MAX_RETRY_AFTER_SECONDS = 30.0  # a server asking for longer is not waited for longer
 # How often a back-off asks `should_stop()`: a cancel ends the wait within this.
@@ -70,7 +70,7 @@ def stream_with_retries(
         if error := _final_error(failure, target, policy, retry_number, was_interrupted, secret):
             raise error
         if has_started:
-            yield events.restart(redact(_restart_reason(failure), secret))
+            yield reply_parts.restart(redact(_restart_reason(failure), secret))
         if is_stopped_while_waiting(policy.delay(retry_number, failure), should_stop):
             return
     raise AssertionError("unreachable")  # itertools.count() never ends

@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.settings import RECALL_MAX_QUERY_CHARS, RECALL_MAX_TERMS
+from app.settings import RECALL_MAX_QUERY_CHARS
 from app.storage.types import UNSTORABLE  # no query text may carry them
+
+RECALL_MAX_TERMS = 16  # words and phrases of one query; more are refused, not silently dropped
 
 _TERM = re.compile(r'"([^"]*)"|([^\s"]+)')
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: what both databases' tokenizers keep

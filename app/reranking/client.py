@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.settings import RERANK_CONNECT_TIMEOUT_SECONDS, RERANK_TIMEOUT_SECONDS, RerankerSettings
+from app.settings import RERANK_TIMEOUT_SECONDS, RerankerSettings
+
+RERANK_CONNECT_TIMEOUT_SECONDS = 3.0
 
 USER_AGENT = "turnstone-jobs/0.1 (rerank)"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -60,7 +62,7 @@ class Reranker:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        import httpx  # on first use: see app/tools/fetch/__init__
+        import httpx  # on first use: see app/tools/web/fetch/__init__
 
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, RERANK_CONNECT_TIMEOUT_SECONDS))
         try:

@@ -17,16 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from app.reranking.client import Reranker, RerankError
-from app.settings import (
-    RERANK_BM25_POOL,
-    RERANK_CACHE_ENTRIES,
-    RERANK_CACHE_SECONDS,
-    RERANK_DOCUMENT_CHARS,
-    RERANK_FAILURE_CACHE_SECONDS,
-    RERANK_QUERY_CHARS,
-    RerankerSettings,
-    ToolSettings,
-)
+from app.settings import RERANK_BM25_POOL, RERANK_DOCUMENT_CHARS, RerankerSettings, ToolSettings
+
+RERANK_QUERY_CHARS = 2_000  # the query (a user's message, a search) as the reranker gets it, at most
+# The memory block is built at every model step of a turn: the same message and the same memories
+# are scored once per process and remembered (a failure too, more briefly, so that a reranker that
+# is down costs a step its timeout once, not at every step).
+RERANK_CACHE_ENTRIES = 256
+RERANK_CACHE_SECONDS = 600.0
+RERANK_FAILURE_CACHE_SECONDS = 60.0
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ One proxy per command. It listens on a Unix socket in a private 0700 folder (the
 binds the socket in; app/sandbox/relay.py turns it back into 127.0.0.1:PORT inside the
 jail) and understands two requests: `CONNECT host:port` (HTTPS, or any TCP) and plain
 HTTP with an absolute URI. Every destination goes through the fetcher's SSRF guard
-(app/tools/fetch/guard.py): the proxy resolves the name, judges every address, and
+(app/tools/web/fetch/guard.py): the proxy resolves the name, judges every address, and
 connects to a checked address itself, so no second lookup can rebind it. An optional
 allow-list (`[sandbox] proxy_domains`) narrows it to named domains and their subdomains.
 A refusal is a 403 with one plain-text line saying why.
@@ -25,9 +25,9 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
-from app.tools.fetch.errors import RefusedError
-from app.tools.fetch.fetcher import system_resolver
-from app.tools.fetch.guard import Resolver, Target, parse_url, screen
+from app.tools.web.fetch.errors import RefusedError
+from app.tools.web.fetch.fetcher import system_resolver
+from app.tools.web.fetch.guard import Resolver, Target, parse_url, screen
 
 if TYPE_CHECKING:
     from app.settings import Settings

@@ -4,7 +4,9 @@ that holds every workstream's folder). The jail hides them; the file tools refus
 
 from __future__ import annotations
 
+import functools
 import os
+from dataclasses import dataclass
 
 from sqlalchemy.engine import make_url
 
@@ -49,3 +51,29 @@ def never_reachable(settings: Settings) -> tuple[str, ...]:
 def is_within(path: str, root: str) -> bool:
     """Whether `path` is `root` or inside it; both already resolved (realpath)."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The policy's paths, resolved: what may be read besides the folder, and what never."""
+
+    read_only: tuple[str, ...]
+    never: tuple[str, ...]
+    data_root: str
+    shown_read_only: tuple[str, ...] = ()  # as configured, those that exist: for error texts
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Roots:
+        configured = settings.sandbox.read_only_roots
+        return cls(
+            read_only=tuple(os.path.realpath(root) for root in configured),
+            never=tuple(os.path.realpath(path) for path in never_reachable(settings)),
+            data_root=os.path.realpath(settings.sandbox.data_root),
+            shown_read_only=tuple(root for root in configured if os.path.exists(root)),
+        )
+
+
+@functools.cache
+def process_roots() -> Roots:
+    """The roots of this process's own settings (a worker's), for a context that brings none."""
+    return Roots.from_settings(Settings.load())

@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from app.errors import BadRequestError, check_text
-from app.settings import SKILL_MAX_CONTENT_CHARS
+
+SKILL_MAX_CONTENT_CHARS = 100_000
 
 RISK_LEVELS = ("low", "medium", "high", "critical")
 WARNED_RISKS = ("high", "critical")

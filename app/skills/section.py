@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.engine.prompt_context import PromptContext
+    from app.engine.conversation.prompt_context import PromptContext
 
 
 def section(ctx: PromptContext) -> str | None:

@@ -29,12 +29,12 @@ from app.sandbox import pids
 from app.sandbox.enforcement import SandboxUnavailableError
 from app.sandbox.jail import Jail
 from app.settings import MAX_TOOL_TIMEOUT, MIN_TOOL_TIMEOUT
-from app.tools import scripts
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.environment import redact, scrubbed_environment, secret_values, service_secrets
-from app.tools.process_guard import GroupGuard
-from app.tools.redaction import StreamRedactor
-from app.tools.truncation import Piece, truncate_pieces
+from app.tools.commands import scripts
+from app.tools.commands.environment import redact, scrubbed_environment, secret_values, service_secrets
+from app.tools.commands.process_guard import GroupGuard
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.redaction import StreamRedactor
+from app.tools.core.truncation import Piece, truncate_pieces
 
 log = logging.getLogger(__name__)
 

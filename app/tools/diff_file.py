@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from app.tools import reach
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.diffs import unified_diff
-from app.tools.files import FileToolError, check_file, load_text, mark_read, path_argument
-from app.tools.redaction import redact_output
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.redaction import redact_output
+from app.tools.files import reach
+from app.tools.files.diffs import unified_diff
+from app.tools.files.paths import FileToolError, check_file, load_text, mark_read, path_argument
 
 TOOL = "diff_file"
 DEFAULT_CONTEXT = 3

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from app.tools import reach, replacements
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.diffs import unified_diff
-from app.tools.files import (
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.redaction import redact_output
+from app.tools.files import reach, replacements
+from app.tools.files.diffs import unified_diff
+from app.tools.files.paths import (
     FileToolError,
     check_file,
     check_text,
@@ -22,8 +23,7 @@ from app.tools.files import (
     path_argument,
     save_text,
 )
-from app.tools.redaction import redact_output
-from app.tools.replacements import Edit, ReplacementError
+from app.tools.files.replacements import Edit, ReplacementError
 
 TOOL = "edit_file"
 EDIT_KEYS = frozenset({"old_string", "new_string", "near_line"})

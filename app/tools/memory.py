@@ -9,15 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from app.memory import store
-from app.settings import (
-    MEMORY_DEFAULT_LIMIT,
-    MEMORY_MAX_CONTENT_CHARS,
-    MEMORY_MAX_DESCRIPTION_CHARS,
-    MEMORY_MAX_LIMIT,
-)
+from app.settings import MEMORY_MAX_CONTENT_CHARS, MEMORY_MAX_DESCRIPTION_CHARS, MEMORY_MAX_LIMIT
 from app.storage.models import Memory
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.tool import COORDINATOR
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.tool import COORDINATOR
+
+MEMORY_DEFAULT_LIMIT = 20  # search and list results when the call gives no limit
 
 TOOL = "memory"
 ACTIONS = ("save", "search", "delete", "list")

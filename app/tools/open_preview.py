@@ -3,7 +3,7 @@ the user in the preview pane. The model gets one line back; clients get a `previ
 
 URLs go through the guarded fetcher (and need approval); files and attachments are local
 reads and run unprompted. A file outside the workstream's folder is refused, and so is one the
-file tools may never open (app.tools.reach), whatever links lead there.
+file tools may never open (app.tools.files.reach), whatever links lead there.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from app.errors import NotFoundError
 from app.previews import kinds, store
 from app.previews.kinds import KindError
 from app.settings import MAX_NAME_CHARS
-from app.tools import reach
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.fetch import prepared
-from app.tools.fetch.errors import FetchError
-from app.tools.fetch.fetcher import Fetcher
-from app.tools.files import FileToolError, path_argument
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.files import reach
+from app.tools.files.paths import FileToolError, path_argument
+from app.tools.web.fetch import prepared
+from app.tools.web.fetch.errors import FetchError
+from app.tools.web.fetch.fetcher import Fetcher
 
 TOOL = "open_preview"
 ATTACHMENT = "attachment:"

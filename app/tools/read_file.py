@@ -13,9 +13,10 @@ from typing import Any, BinaryIO
 
 from app.errors import NotFoundError
 from app.previews import store
-from app.tools import images, reach
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.files import (
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.redaction import redact_output
+from app.tools.files import images, reach
+from app.tools.files.paths import (
     SNIFF_BYTES,
     FileToolError,
     binary_refusal,
@@ -24,7 +25,6 @@ from app.tools.files import (
     mark_read,
     path_argument,
 )
-from app.tools.redaction import redact_output
 
 TOOL = "read_file"
 ATTACHMENT = "attachment:"  # `attachment:<id>`: a file a person attached to the workstream

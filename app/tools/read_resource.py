@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.mcp.handler import run_request
-from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
     from app.mcp.manager import MCPManager

@@ -12,8 +12,10 @@ from typing import Any
 from app.memory import owners
 from app.recall import search
 from app.recall.query import QueryError, parse
-from app.settings import RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT
-from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+
+RECALL_DEFAULT_LIMIT = 20
+RECALL_MAX_LIMIT = 100
 
 TOOL = "recall"
 NO_STORAGE = "Error: recall has no storage in this context"

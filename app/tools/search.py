@@ -4,7 +4,7 @@ ripgrep is used when it is installed (on PATH or beside this Python), otherwise
 `grep -rnIE`; both are told to skip the same folders and to stop at the same
 per-file cap, and their output is parsed into one format, `path:line: text`.
 Neither follows a link met on the way; a match in a file the file tools may not
-read (app.tools.reach) is left out, and what is shown is redacted.
+read (app.tools.files.reach) is left out, and what is shown is redacted.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from app.tools import reach
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.files import FileToolError, path_argument
-from app.tools.redaction import redact_output
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.redaction import redact_output
+from app.tools.files import reach
+from app.tools.files.paths import FileToolError, path_argument
 
 TOOL = "search"
 SKIPPED_DIRS = (

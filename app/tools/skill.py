@@ -14,7 +14,7 @@ from app.skills import store
 from app.skills.fields import risk_warning
 from app.storage.models import PromptTemplate
 from app.storage.types import storable
-from app.tools.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 
 TOOL = "skill"
 ACTIONS = ("load", "search")

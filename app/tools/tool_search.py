@@ -3,7 +3,7 @@ ones reordered by the reranker with `[tools] rerank_bm25`); what it finds joins 
 the model is offered, for good.
 
 Offered only while the workstream's tool search runs on our side (the client tier of
-`app.tools.search_plan`). The tool set that offers it says how to find the deferred
+`app.tools.core.tool_search_plan`). The tool set that offers it says how to find the deferred
 tools and how many to return, as of the call's execution.
 """
 
@@ -16,8 +16,8 @@ from app.bm25 import Index
 from app.reranking import retrieval
 from app.settings import RERANK_BM25_POOL
 from app.storage.models import Workstream
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.tool import Tool, ToolDefinition
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.tool import Tool, ToolDefinition
 
 NAME = "tool_search"
 SOURCE = "tool_search"  # its Tool.source and catalog version's prefix; no tool source may take it

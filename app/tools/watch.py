@@ -6,14 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from app.events import EventType
-from app.settings import MAX_NAME_CHARS, WATCH_DEFAULT_INTERVAL, WATCH_DEFAULT_MAX_POLLS, WATCH_MAX_POLLS
+from app.settings import MAX_NAME_CHARS
 from app.storage.types import storable
-from app.tools.base import Preparation, ToolContext, ToolOutcome
 from app.tools.bash import blocked_pattern, sanitized
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 from app.watches import store
 from app.watches.conditions import ConditionError, validate
 from app.watches.intervals import IntervalError, describe, parse_interval
 from app.watches.store import WatchError, WatchSpec
+
+WATCH_DEFAULT_INTERVAL = "5m"
+WATCH_DEFAULT_MAX_POLLS = 100
+WATCH_MAX_POLLS = 10_000  # the most a model may ask for
 
 ACTIONS = ("create", "list", "cancel")
 HEADER_CHARS = 120

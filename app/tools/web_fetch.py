@@ -8,10 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from app.providers import ContextWindowError, ModelError, stream_reply
-from app.settings import WEB_FETCH_MAX_PAGE_CHARS, WEB_FETCH_MIN_PAGE_CHARS, ModelSettings
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.fetch import Fetcher, FetchError, Page, Target, prepared
-from app.tools.fetch.text import page_text
+from app.settings import ModelSettings
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.web.fetch import Fetcher, FetchError, Page, Target, prepared
+from app.tools.web.fetch.text import page_text
+
+# The page text the workstream's model gets with the question, at most; a model that
+# says it does not fit gets half as much, down to the floor.
+WEB_FETCH_MAX_PAGE_CHARS = 120_000
+WEB_FETCH_MIN_PAGE_CHARS = 8_000
 
 TOOL = "web_fetch"
 NO_FETCHER = "Error: web_fetch cannot run here: this service has no fetcher"

@@ -11,17 +11,14 @@ import logging
 from typing import Any
 
 from app.reranking.client import Reranker, RerankError
-from app.settings import (
-    RERANK_DOCUMENT_CHARS,
-    WEB_SEARCH_DEFAULT_RESULTS,
-    WEB_SEARCH_MAX_RESULTS,
-    WEB_SEARCH_SNIPPET_CHARS,
-    ToolSettings,
-    web_search_mcp_target,
-)
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.mcp_search import MCPSearch
-from app.tools.searxng import CATEGORIES, Result, SearchError, SearxNG
+from app.settings import RERANK_DOCUMENT_CHARS, ToolSettings, web_search_mcp_target
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.web.mcp_backend import MCPSearch
+from app.tools.web.searxng import CATEGORIES, Result, SearchError, SearxNG
+
+WEB_SEARCH_DEFAULT_RESULTS = 5
+WEB_SEARCH_MAX_RESULTS = 20
+WEB_SEARCH_SNIPPET_CHARS = 400  # one result's extract, at most
 
 TOOL = "web_search"
 log = logging.getLogger(__name__)

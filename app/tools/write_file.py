@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from app.tools import reach
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.diffs import unified_diff
-from app.tools.files import (
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.redaction import redact_output
+from app.tools.core.truncation import truncate
+from app.tools.files import reach
+from app.tools.files.diffs import unified_diff
+from app.tools.files.paths import (
     ENCODING,
     ROUND_TRIP,
     FileToolError,
@@ -25,8 +27,6 @@ from app.tools.files import (
     path_argument,
     save_text,
 )
-from app.tools.redaction import redact_output
-from app.tools.truncation import truncate
 
 TOOL = "write_file"
 MODES = ("overwrite", "append")

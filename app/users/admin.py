@@ -121,7 +121,7 @@ def _token_revoke(rt: Store, args: argparse.Namespace) -> None:
 
 def _approve(store: Store, args: argparse.Namespace) -> None:
     """Needs the whole runtime: a decision publishes events and may enqueue the tool batch."""
-    from app.engine import approvals
+    from app.engine.life import approvals
     from app.runtime import Runtime
     from app.web.commands import checked_feedback
 

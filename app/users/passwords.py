@@ -8,7 +8,9 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from app.settings import MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS
+from app.settings import MAX_PASSWORD_CHARS
+
+MIN_PASSWORD_CHARS = 8
 
 if TYPE_CHECKING:
     from argon2 import PasswordHasher

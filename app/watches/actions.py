@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.engine import workstreams
+from app.engine.life import workstreams
 from app.errors import ConflictError, NotFoundError
 from app.events import EventType
 from app.runtime import Runtime

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from sqlmodel import Session, col, select
 
-from app.engine import turns
-from app.engine.outbox import Outbox
+from app.engine.life import turns
+from app.engine.publishing.outbox import Outbox
 from app.events import EventType
 from app.runtime import Runtime
-from app.settings import WATCH_MAX_CHAIN
 from app.storage.models import Message, Turn, TurnStatus
+
+WATCH_MAX_CHAIN = 5  # watch-started turns in a row without a person's message; past it, no turn
 
 ORIGIN = "watch"  # Turn.origin and Message.origin of what a watch wrote
 

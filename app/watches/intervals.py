@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from app.settings import WATCH_MAX_INTERVAL_SECONDS, WATCH_MIN_INTERVAL_SECONDS
+WATCH_MIN_INTERVAL_SECONDS = 10
+WATCH_MAX_INTERVAL_SECONDS = 24 * 3600
+
 
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 MAX_INTERVAL_TEXT = 32  # longer text is not an interval, and is not echoed whole

@@ -23,18 +23,23 @@ from typing import Any
 from sqlalchemy import and_, case, func, not_, or_, update
 from sqlmodel import col, select
 
-from app.engine.outbox import ordered
+from app.engine.publishing.outbox import ordered
 from app.events import EventType
 from app.runtime import Runtime
 from app.sandbox.enforcement import SandboxUnavailableError
-from app.settings import WATCH_CLAIM_GRACE_SECONDS, WATCH_CLAIMS_PER_PASS, WATCH_OUTPUT_CHARS
 from app.storage.models import Watch, WatchStatus, Workstream, utcnow
 from app.tools import bash
-from app.tools.base import ToolContext
-from app.tools.truncation import truncate_pieces
+from app.tools.core.base import ToolContext
+from app.tools.core.truncation import truncate_pieces
 from app.watches import delivery, store
 from app.watches.conditions import ConditionError, PollResult, evaluate
 from app.watches.reports import Verdict, report
+
+WATCH_OUTPUT_CHARS = 64 * 1024  # a poll's output, as kept, compared and reported
+WATCH_CLAIMS_PER_PASS = 100  # due watches one pass claims at most; the next pass takes the rest
+# A claimed watch not polled (and released) within the command timeout plus this is claimed
+# again: its poll task was lost, or its worker died.
+WATCH_CLAIM_GRACE_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,11 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from app.settings import WATCH_MAX_ACTIVE
 from app.storage.database import Database
 from app.storage.models import Watch, WatchStatus, Workstream, utcnow
 from app.watches.intervals import describe
+
+WATCH_MAX_ACTIVE = 5  # per workstream
 
 MIN_ID_PREFIX = 4  # a shorter prefix would match too much to be meant
 LISTED_ENDED = 20  # ended watches the API lists after the active ones

@@ -6,15 +6,18 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from app.engine import conversation, workstreams
+from app.engine.conversation import stored
+from app.engine.life import workstreams
 from app.runtime import Runtime
-from app.settings import MAX_NAME_CHARS, MAX_PATH_CHARS
+from app.settings import MAX_NAME_CHARS
 from app.users import ownership
 from app.watches import actions as watch_actions
 from app.web import after_response, commands
 from app.web.access import principal
 from app.web.openapi import OPENAPI
 from app.web.requests import field, json_body, path_id
+
+MAX_PATH_CHARS = 4096  # a path a person may give (Linux's PATH_MAX)
 
 api = Blueprint("api", __name__, url_prefix="/v1/api")
 
@@ -90,7 +93,7 @@ def cancel(ws_id: str) -> Any:
 def history(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, ws_id)
-    return _reply(200, conversation.history(rt, ws_id))
+    return _reply(200, stored.history(rt, ws_id))
 
 
 @api.get("/workstreams/<ws_id>/watches")

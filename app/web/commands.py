@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.engine import approvals, cancel, fanin, subagent_decisions, turns
-from app.engine.outbox import Defer
+from app.engine.life import approvals, cancel, turns
+from app.engine.publishing.outbox import Defer
+from app.engine.subagents import decisions
 from app.errors import BadRequestError, PayloadTooLargeError
 from app.runtime import Runtime
 from app.settings import MAX_ID_CHARS, MAX_NAME_CHARS
@@ -59,7 +60,7 @@ def approve(
         via=via,
     )
     child = field(body, "child_ws_id", str, max_chars=MAX_ID_CHARS)
-    return 200, subagent_decisions.decide(rt, ws_id, decision, child).as_dict()
+    return 200, decisions.decide(rt, ws_id, decision, child).as_dict()
 
 
 def checked_feedback(rt: Runtime, feedback: str | None) -> str | None:
@@ -77,5 +78,5 @@ def cancel_turn(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple
     done = cancel.cancel(rt, ws_id, by=by, turn_id=field(body, "turn_id", str, max_chars=MAX_NAME_CHARS))
     if done.ended:  # a queued turn, withdrawn: it never started, so it has no children
         return 200, {"turn_id": done.turn_id, "cancel_requested": True, "status": "cancelled"}
-    fanin.stop_children(rt, done.turn_id, by=by)  # now, not when the turn's running batch ends
+    cancel.stop_children(rt, done.turn_id, by=by)  # now, not when the turn's running batch ends
     return 202, {"turn_id": done.turn_id, "cancel_requested": True, "status": "active"}

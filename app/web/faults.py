@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from app.engine.recovery import is_transient
+from app.engine.running.recovery import is_transient
 
 log = logging.getLogger(__name__)
 

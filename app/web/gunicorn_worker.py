@@ -20,6 +20,10 @@ from gunicorn.workers.gthread import ThreadWorker
 from app.web import after_response
 from app.web.sockets import handover
 
+# A request whose body stops arriving (shorter than its Content-Length, a stalled client)
+# is answered 400 after this long without a byte, instead of holding a thread for ever.
+REQUEST_READ_TIMEOUT_SECONDS = 30.0
+
 MAX_ERROR_DETAIL_CHARS = 200
 
 # Parse errors that are not a plain 400; every other parse error is the client's and a 400
@@ -69,7 +73,6 @@ class JsonThreadWorker(ThreadWorker):
     def read_timeout(self) -> float:
         """Seconds; a subclass may set its own. Read from the settings when asked, in the worker:
         the master loads this class too and has no other use for the settings module."""
-        from app.settings import REQUEST_READ_TIMEOUT_SECONDS
 
         return REQUEST_READ_TIMEOUT_SECONDS
 

@@ -8,13 +8,15 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
-from app.engine import workstreams
+from app.engine.life import workstreams
 from app.errors import BadRequestError, PayloadTooLargeError
 from app.previews import links, store
 from app.runtime import Runtime
-from app.settings import ATTACHMENT_MAX_BYTES, MAX_NAME_CHARS
+from app.settings import MAX_NAME_CHARS
 from app.storage.models import Attachment, Preview
 from app.web.requests import path_id
+
+ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the largest preview, a PDF)
 
 previews = Blueprint("previews", __name__, url_prefix="/v1/api")
 MULTIPART_HINT = "send the file as multipart/form-data, in a field named 'file'"

@@ -11,7 +11,12 @@ from werkzeug.exceptions import ClientDisconnected
 
 from app.errors import BadRequestError, NotFoundError, PayloadTooLargeError, check_text
 from app.nesting import is_too_deep
-from app.settings import MAX_DISCARD_BYTES, MAX_ID_CHARS
+from app.settings import MAX_ID_CHARS
+
+# An over-large body is read and dropped up to this much before the 413 goes out, so that
+# a client that sends its whole body before reading (curl, requests) sees the answer and
+# not a broken pipe; past it the connection is closed.
+MAX_DISCARD_BYTES = 64 * 1024 * 1024
 
 _MISSING = object()
 

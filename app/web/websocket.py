@@ -11,8 +11,8 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
 from werkzeug.routing import WebsocketMismatch
 
-from app.engine import workstreams
-from app.engine.recovery import is_transient
+from app.engine.life import workstreams
+from app.engine.running.recovery import is_transient
 from app.errors import ServiceError, UnauthorizedError
 from app.events import EventType, event_time
 from app.runtime import Runtime

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from app import keys
+from app import redis_keys
 from tests.browser.test_client import answer, send
 from tests.browser.test_recovery import transcript_texts
 from tests.fakes.model_server import Reply
@@ -25,7 +25,9 @@ def test_an_open_page_rebuilds_from_the_history_when_redis_lost_the_events(
     expect(answer(page)).to_have_text("Kept in the database.")
     expect(page.locator("#ws-state")).to_have_text("idle")
     # Redis restarted empty (or evicted these keys): the next event starts a new id counter.
-    services.redis.delete(keys.event_seq(ws_id), keys.event_meta(ws_id), keys.event_log(ws_id))
+    services.redis.delete(
+        redis_keys.event_seq(ws_id), redis_keys.event_meta(ws_id), redis_keys.event_log(ws_id)
+    )
     model.enqueue(Reply(text="And this is new."))
     send(page, "more")
     expect(answer(page).last).to_have_text("And this is new.")

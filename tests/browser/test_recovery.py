@@ -65,7 +65,7 @@ def test_reload_mid_stream_and_mid_tool_output_misses_nothing(open_page, api, mo
 
 
 def test_replay_truncated_rebuilds_from_the_history(open_page, api, model, services, workdir):
-    from app import keys
+    from app import redis_keys
 
     ws_id = api.create_workstream(name="truncated", working_dir=str(workdir))
     page = open_page(ws_id)
@@ -75,7 +75,7 @@ def test_replay_truncated_rebuilds_from_the_history(open_page, api, model, servi
     expect(page.locator("#ws-state")).to_have_text("idle")
     # Redis loses the log and the counter: the page's cursor is now ahead of the log and new
     # events start again from id 1, which the page would drop unless it re-reads the history.
-    services.redis.delete(keys.event_log(ws_id), keys.event_seq(ws_id))
+    services.redis.delete(redis_keys.event_log(ws_id), redis_keys.event_seq(ws_id))
     services.restart_web()
     expect(page.locator("#conn")).to_have_attribute("data-conn", "live")
     model.enqueue(Reply(text="And this is new."))

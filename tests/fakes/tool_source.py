@@ -21,9 +21,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.tool import Tool, ToolDefinition
-from app.tools.toolset import Catalog
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.tool import Tool, ToolDefinition
+from app.tools.core.toolset import Catalog
 
 
 class FileToolSource:

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from app import keys
+from app import redis_keys
 from app.settings import DEFAULT_MAX_MESSAGE_BYTES
 from app.taskqueue import MODEL_QUEUE
 from tests.fakes.model_server import Reply, ToolCall
@@ -429,7 +429,7 @@ def test_a_send_is_answered_once_its_turn_is_stored_and_the_rest_follows(
         asked = len(model.history)
         turn_id = Api(gated_url, API_TOKEN).send(ws_id, "stored")
         assert api.workstream(ws_id)["active_turn_id"] == turn_id  # stored, started
-        log = services.redis.xrange(keys.event_log(ws_id))
+        log = services.redis.xrange(redis_keys.event_log(ws_id))
         assert [e for _id, e in log if turn_id.encode() in e[b"e"]] == []  # nothing out yet
         assert services.redis.llen(MODEL_QUEUE) == 0 and len(model.history) == asked
         gate.touch()

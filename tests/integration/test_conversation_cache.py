@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from app.engine import conversation
-from app.engine.conversation_cache import ConversationCache
+from app.engine.conversation import stored
+from app.engine.conversation.cache import ConversationCache
 from app.storage.database import Database
 from app.storage.models import Message
 from tests.integration.storage import add_message, add_workstream, migrated
@@ -51,7 +51,7 @@ def read_noting_queries(
 
 def whole(db: Database, ws_id: str) -> list[Message]:
     with db.reader() as s:
-        return conversation.messages(s, ws_id)
+        return stored.messages(s, ws_id)
 
 
 def test_each_read_is_the_whole_conversation_with_the_new_rows(db):
@@ -118,7 +118,7 @@ def test_a_deleted_workstream_leaves_nothing_behind_and_others_are_dropped_when_
     cache = ConversationCache(kept=1)
     assert len(read(db, cache, ws)) == 1
     with db.session() as s:
-        for row in s.exec(conversation.select(Message).where(Message.ws_id == ws)).all():
+        for row in s.exec(stored.select(Message).where(Message.ws_id == ws)).all():
             s.delete(row)
     assert read(db, cache, ws) == []
     other = add_workstream(db, "ws2")
@@ -135,7 +135,7 @@ def test_each_rows_entry_for_the_model_is_made_once_and_matches_a_whole_reload(d
 
     def make(row: Message) -> dict[str, object]:
         made.append(row.id)
-        return conversation.model_entry(row)
+        return stored.model_entry(row)
 
     def entries() -> list[dict[str, object]]:
         with db.reader() as s:
@@ -145,10 +145,10 @@ def test_each_rows_entry_for_the_model_is_made_once_and_matches_a_whole_reload(d
     call = [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
     add_message(db, ws, "assistant", "", tool_calls=call)
     before = entries()
-    assert before == conversation.for_model("s", whole(db, ws))[1:]
+    assert before == stored.for_model("s", whole(db, ws))[1:]
     last = add_message(db, ws, "tool", "done", tool_call_id="c1", name="bash")
     after = entries()
-    assert after == conversation.for_model("s", whole(db, ws))[1:]
+    assert after == stored.for_model("s", whole(db, ws))[1:]
     assert all(a is b for a, b in zip(before, after, strict=False))  # the same objects, not made again
     assert made == [first, first + 1, last]
     with db.session() as s:  # a lower id committing late is still seen
@@ -165,3 +165,36 @@ def test_a_read_with_nothing_new_is_one_query_that_loads_no_row(db):
     rows, queries, loaded = loaded_noting(db, cache, ws)
     assert len(rows) == 20 and queries == 1 and loaded == []
     assert read(db, ConversationCache(), ws) == rows  # a new copy reads them all, the same
+
+
+def test_a_restore_that_swaps_as_many_rows_as_it_takes_is_read_anew(db):
+    """A restore (app/engine/life/branches.py) marks the conversation's tail as a branch and
+    unmarks another as many rows long, adding none: the count alone cannot tell, the
+    workstream's history version does."""
+    from sqlalchemy import update
+
+    from app.storage.models import Workstream
+
+    ws = add_workstream(db, "ws1")
+    cache = ConversationCache()
+    first = [add_message(db, ws, "user", "q"), add_message(db, ws, "assistant", "a")]
+    old = [add_message(db, ws, "user", "q2"), add_message(db, ws, "assistant", "old answer")]
+    assert [r.id for r in read(db, cache, ws)] == first + old
+
+    def move(tail: list[int], branch: str | None, back: list[int] | None = None) -> None:
+        with db.session() as s:
+            s.exec(update(Message).where(Message.id.in_(tail)).values(branch_id=branch))
+            if back:
+                s.exec(update(Message).where(Message.id.in_(back)).values(branch_id=None))
+            s.exec(
+                update(Workstream)
+                .where(Workstream.id == ws)
+                .values(history_version=Workstream.history_version + 1)
+            )
+
+    move(old, "b1")  # rewound
+    new = [add_message(db, ws, "user", "q2"), add_message(db, ws, "assistant", "new answer")]
+    assert [r.content for r in read(db, cache, ws)] == ["q", "a", "q2", "new answer"]
+    move(new, "b2", back=old)  # the old answer restored
+    assert fields(read(db, cache, ws)) == fields(whole(db, ws))
+    assert [r.content for r in read(db, cache, ws)] == ["q", "a", "q2", "old answer"]

@@ -8,7 +8,7 @@ import uuid
 import psycopg
 import pytest
 
-from app.engine import interruptions
+from app.engine.life import interruptions
 from app.storage.database import IDLE_CHECK_SECONDS, Database
 from app.storage.models import Turn
 from tests.fakes.model_server import Reply, ToolCall

@@ -15,32 +15,22 @@ import redis
 from sqlalchemy import event, text, update
 from sqlmodel import col, select
 
-from app import keys
-from app.engine import (
-    approvals,
-    asked,
-    calls,
-    cancel,
-    chain,
-    model_step,
-    outbox,
-    prompt,
-    sweeper,
-    tool_batch,
-    turns,
-    workstreams,
-)
-from app.engine.heartbeats import THREAD_NAME as HEARTBEATS
-from app.engine.leases import claim
-from app.engine.recovery import fail_turn
+from app import redis_keys
+from app.engine.conversation import prompt
+from app.engine.life import approvals, asked, calls, cancel, turns, workstreams
+from app.engine.publishing import outbox
+from app.engine.running import chain, handoff, model_step, sweeper, tool_batch
+from app.engine.running.heartbeats import THREAD_NAME as HEARTBEATS
+from app.engine.running.leases import claim
+from app.engine.running.recovery import fail_turn
 from app.events import EventType, Fence
 from app.runtime import Runtime
 from app.storage.database import ONE_STATEMENT_OPTION, READ_ONLY_OPTION
 from app.storage.models import CallStatus, Message, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
 from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_QUEUE, MODEL_STEP_TASK, QUEUES, TOOL_BATCH_TASK
-from app.tools.base import ToolOutcome
-from app.tools.pipeline import PreparedCall
+from app.tools.core.base import ToolOutcome
+from app.tools.core.pipeline import PreparedCall
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.storage import runtime
 
@@ -82,7 +72,7 @@ def test_the_system_prompt_shows_a_section_a_runtime_adds(rt, model_server):
 
 def test_prompt_sections_that_say_nothing_leave_no_gap(rt):
     ws = workstreams.create(rt, name="beta")
-    from app.tools import toolset
+    from app.tools.core import toolset
 
     ctx = prompt.PromptContext(ws, toolset.ToolSet("interactive"), rt.settings)
     text = prompt.build(ctx, [prompt.identity, lambda _c: None, lambda _c: "  ", prompt.working_directory])
@@ -341,7 +331,7 @@ def started_batch(rt: Runtime, model_server, name: str) -> tuple[str, str, Fence
     turn = turns.send(rt, ws.id, "run it")
     model_server.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo one"})]))
     rt.queue.local_queues = frozenset(QUEUES)  # a worker that consumes every queue
-    with rt.queue.keeping(turn.id) as kept:
+    with handoff.keeping(turn.id) as kept:
         model_step.run(rt, turn.id, 0)
     assert kept.task == TOOL_BATCH_TASK and kept.claim is not None and kept.started is not None
     return ws.id, turn.id, kept.claim, kept.started.row
@@ -354,7 +344,7 @@ def ended_at_once(  # type: ignore[no-untyped-def]
     and its events."""
     out = outbox.Outbox(row.ws_id)
     ws = load(rt, Workstream, row.ws_id)
-    with rt.queue.keeping(claim.turn_id) if keep else contextlib.nullcontext():
+    with handoff.keeping(claim.turn_id) if keep else contextlib.nullcontext():
         handed = tool_batch._hand_on(rt, out, claim, ws, step, set(), (row, outcome))
     return handed, [(e.type, e.fields.get("state")) for e in out.events]
 
@@ -512,7 +502,7 @@ def stored_at_once(  # type: ignore[no-untyped-def]
     out = outbox.Outbox(ws.id)
     row = calls.new_row(ws, fence.turn_id, step, 0, p, "v1")
     decided = asked.Asked([row], [ASKED_BASH], sorted(ws.read_paths), None, [True])
-    with rt.queue.keeping(fence.turn_id) if keep else contextlib.nullcontext():
+    with handoff.keeping(fence.turn_id) if keep else contextlib.nullcontext():
         going = asked.store(rt, out, fence, ws, step, decided, AN_ANSWER)
     return going, [(e.type, e.fields.get("state")) for e in out.events]
 
@@ -714,7 +704,7 @@ def test_a_started_turns_first_step_is_sent_before_its_events_and_its_claim_wait
 
     # A worker that takes the step while the send still holds the ordering lock (its events
     # not out yet) publishes nothing before them: its claim returns once the lock is free.
-    lock = rt.redis.lock(keys.ws_order(ws.id), timeout=10)
+    lock = rt.redis.lock(redis_keys.ws_order(ws.id), timeout=10)
     assert lock.acquire(blocking=False)
     claimed: list[object] = []
     claimer = threading.Thread(target=lambda: claimed.append(claim(rt, turn_id, TurnPhase.MODEL, 0)))
@@ -729,7 +719,7 @@ def test_a_started_turns_first_step_is_sent_before_its_events_and_its_claim_wait
 def test_a_claim_waits_out_an_ordering_lock_no_longer_than_the_lock_lasts(rt, monkeypatch, caplog):
     ws_id, turn_id = new_turn(rt)
     monkeypatch.setattr(outbox, "ORDER_LOCK_SECONDS", 0.3)
-    rt.redis.set(keys.ws_order(ws_id), "a holder that died", px=60_000)
+    rt.redis.set(redis_keys.ws_order(ws_id), "a holder that died", px=60_000)
     started = time.monotonic()
     assert claim(rt, turn_id, TurnPhase.MODEL, 0) is not None
     assert 0.3 <= time.monotonic() - started < 2
@@ -816,7 +806,7 @@ def test_a_send_whose_idempotency_key_raced_in_first_writes_nothing_and_answers_
 def test_a_passing_database_fault_leaves_the_step_to_be_run_again(rt, monkeypatch):
     from sqlalchemy.exc import OperationalError
 
-    from app.engine.phases import run_phase
+    from app.engine.running.phases import run_phase
 
     ws_id, turn_id = new_turn(rt)
 
@@ -831,8 +821,7 @@ def test_a_passing_database_fault_leaves_the_step_to_be_run_again(rt, monkeypatc
 
 
 def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(rt):
-    from app.engine.phases import run_phase
-    from app.settings import MAX_PHASE_ATTEMPTS
+    from app.engine.running.phases import MAX_PHASE_ATTEMPTS, run_phase
 
     ws_id, turn_id = new_turn(rt)
 
@@ -867,8 +856,7 @@ def test_a_bug_fails_the_turn_and_a_step_that_keeps_failing_stops_being_retried(
 def test_a_step_whose_worker_is_killed_again_and_again_is_no_poison_until_the_claims_run_out(rt):
     """An operator killing workers five times in a row must not fail a healthy turn with words
     that blame the step; a step that takes its worker down every time still ends."""
-    from app.engine.phases import run_phase
-    from app.settings import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS
+    from app.engine.running.phases import MAX_PHASE_ATTEMPTS, MAX_PHASE_CLAIMS, run_phase
 
     _ws_id, turn_id = new_turn(rt, name="killed")
     ran = []
@@ -889,8 +877,8 @@ def test_a_step_whose_worker_is_killed_again_and_again_is_no_poison_until_the_cl
 
 
 def test_a_step_clears_only_its_own_stream_mark(rt):
-    from app import keys
-    from app.engine.streaming import StreamMark, history_cursor
+    from app import redis_keys
+    from app.engine.publishing.streaming import StreamMark, history_cursor
 
     ws = workstreams.create(rt, name="marks")
     rt.events.publish(ws.id, EventType.MESSAGE, content="first")
@@ -899,7 +887,7 @@ def test_a_step_clears_only_its_own_stream_mark(rt):
         # the turn ends inside the step; the next turn's step starts streaming at once
         rt.events.publish(ws.id, EventType.STATE_CHANGE, state="thinking")
         next_mark = rt.events.last_id(ws.id)
-        rt.redis.set(keys.stream_from(ws.id), next_mark)
+        rt.redis.set(redis_keys.stream_from(ws.id), next_mark)
     rt.events.publish(ws.id, EventType.CONTENT, text="the next step's first delta")
     assert history_cursor(rt, ws.id) == next_mark  # the next step's deltas stay reachable
 
@@ -996,12 +984,12 @@ def test_a_reader_on_postgresql_holds_no_transaction_open_between_its_statements
 def test_a_cancel_raised_before_a_phase_starts_stops_it_and_the_phase_asks_redis_only_later(
     rt, model_server, monkeypatch, tmp_path
 ):
-    from app import keys
-    from app.engine import cancellation
+    from app import redis_keys
+    from app.engine.running import stop_check
 
     # The flag is raised only after `cancel_requested` is committed, and a phase reads that
     # first: its check of the flag is not asked again until the interval has passed.
-    monkeypatch.setattr(cancellation, "CHECK_EVERY_SECONDS", 60.0)
+    monkeypatch.setattr(stop_check, "CHECK_EVERY_SECONDS", 60.0)
     asked: list[str] = []
     exists = rt.redis.exists
     monkeypatch.setattr(rt.redis, "exists", lambda *names: asked.extend(names) or exists(*names))
@@ -1021,7 +1009,7 @@ def test_a_cancel_raised_before_a_phase_starts_stops_it_and_the_phase_asks_redis
     model_step.run(rt, second.id, 0)
     assert load(rt, Turn, second.id).status == TurnStatus.CANCELLED
     assert len(model_server.history) == 1  # the model was not asked for the second turn
-    assert keys.turn_cancel(turn.id) not in asked and keys.turn_cancel(second.id) not in asked
+    assert redis_keys.turn_cancel(turn.id) not in asked and redis_keys.turn_cancel(second.id) not in asked
 
 
 def test_a_phase_that_the_same_task_runs_next_is_claimed_by_the_hand_off(rt, model_server, monkeypatch):
@@ -1139,7 +1127,7 @@ def test_a_claimed_hand_off_that_the_worker_will_not_run_is_released_before_it_i
 
 
 def test_a_long_sweep_keeps_its_lock_and_an_error_of_its_own_is_not_hidden(rt, monkeypatch):
-    from app.engine import sweeper
+    from app.engine.running import sweeper
 
     monkeypatch.setattr(sweeper, "SWEEP_LOCK_SECONDS", 0.5)
     monkeypatch.setattr(rt, "settings", rt.settings.with_changes(sweep_interval_seconds=0.1))

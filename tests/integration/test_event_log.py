@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from app import keys
+from app import redis_keys
 from app.events import EventLog, Fence
 from tests.integration.services import (
     REDIS_HOST,
@@ -127,7 +127,7 @@ def test_the_fence_survives_redis_losing_its_key(client):
     log = EventLog(client, maxlen=100)
     log.set_fence(Fence("turn", 3))
     assert log.publish("ws", "content", fence=Fence("turn", 3)) is not None
-    client.delete(keys.turn_fence("turn"))  # evicted, flushed, or Redis restarted empty
+    client.delete(redis_keys.turn_fence("turn"))  # evicted, flushed, or Redis restarted empty
     end = log.publish("ws", "state_change", state="idle", fence=Fence("turn", 3))
     assert end is not None  # the running step's events, its end included, still go out
     assert log.publish("ws", "content", fence=Fence("turn", 2)) is None  # an older attempt: still stale
@@ -170,7 +170,7 @@ def test_ids_go_on_increasing_after_redis_loses_the_workstreams_keys(client):
 def test_ids_go_on_increasing_when_only_the_counter_is_lost(client):
     log = EventLog(client, maxlen=100)
     before = [log.publish("ws", "content") for _ in range(3)]
-    client.delete(keys.event_seq("ws"))  # evicted alone
+    client.delete(redis_keys.event_seq("ws"))  # evicted alone
     later = log.publish("ws", "content")
     assert later > before[-1]
     events, truncated = log.replay("ws", after=before[-2])
@@ -181,7 +181,7 @@ def test_the_log_is_capped_by_size_and_keeps_the_newest_event(client):
     log = EventLog(client, maxlen=1000, max_bytes=20_000)
     ids = [log.publish("ws", "tool_output_chunk", text="x" * 1000) for _ in range(100)]
     events, truncated = log.replay("ws", after=0)
-    size = sum(len(fields[b"e"]) for _id, fields in client.xrange(keys.event_log("ws")))
+    size = sum(len(fields[b"e"]) for _id, fields in client.xrange(redis_keys.event_log("ws")))
     assert truncated and 15_000 < size <= 20_000
     assert [e["id"] for e in events] == ids[-len(events) :]
     huge = log.publish("ws", "tool_result", output="y" * 50_000)  # larger than the whole budget
@@ -192,7 +192,7 @@ def test_the_log_is_capped_by_size_and_keeps_the_newest_event(client):
 def test_a_workstreams_event_keys_expire_unless_it_publishes(client):
     log = EventLog(client, maxlen=100, ttl_seconds=3600)
     log.publish("ws", "content")
-    names = [keys.event_seq("ws"), keys.event_meta("ws"), keys.event_log("ws")]
+    names = [redis_keys.event_seq("ws"), redis_keys.event_meta("ws"), redis_keys.event_log("ws")]
     client.expire(names[0], 10)
     log.publish("ws", "content")  # each event refreshes the time to live
     assert all(3590 < client.ttl(name) <= 3600 for name in names)

@@ -10,7 +10,7 @@ import socket
 import pytest
 import websocket
 
-from app import keys
+from app import redis_keys
 from app.events import EventLog
 from tests.fakes.model_server import Reply
 
@@ -29,7 +29,9 @@ def test_a_client_learns_it_must_reread_when_redis_lost_the_events_and_misses_no
     cursor = watching.wait_turn_end(first)["id"]
 
     # Redis loses the workstream's counter and log (restarted empty, flushed, evicted).
-    services.redis.delete(keys.event_seq(ws_id), keys.event_meta(ws_id), keys.event_log(ws_id))
+    services.redis.delete(
+        redis_keys.event_seq(ws_id), redis_keys.event_meta(ws_id), redis_keys.event_log(ws_id)
+    )
     model.enqueue(Reply(text="second answer"))
     second = api.send(ws_id, "two")
 
@@ -73,7 +75,9 @@ def test_a_client_back_after_redis_lost_everything_is_told_the_turn_it_waits_for
     model.enqueue(Reply(text="while away"))
     second = api.send(ws_id, "second")
     api.wait_idle(ws_id)
-    services.redis.delete(keys.event_seq(ws_id), keys.event_meta(ws_id), keys.event_log(ws_id))
+    services.redis.delete(
+        redis_keys.event_seq(ws_id), redis_keys.event_meta(ws_id), redis_keys.event_log(ws_id)
+    )
 
     returning = open_socket(ws_id, after=cursor)
     assert returning.wait_type("replay_truncated")["oldest"] is None

@@ -1,4 +1,4 @@
-"""An "always" decided on a parent reaches its working sub-agents (app/engine/subagent_decisions.py)
+"""An "always" decided on a parent reaches its working sub-agents (app/engine/subagents/decisions.py)
 for what it approved and nothing more: for read_resource and use_prompt that is one resource or
 one prompt, not every call of the tool. Both workstreams wait on calls stored as the engine
 stores them; the decisions go through the parent's approve path on both databases."""
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from sqlmodel import select
 
-from app.engine import subagent_decisions
-from app.engine.approvals import Decision
+from app.engine.life.approvals import Decision
+from app.engine.subagents import decisions
 from app.runtime import Runtime
 from app.storage.models import CallStatus, ToolCall, Turn, TurnPhase, TurnStatus, Workstream, WorkstreamState
 from tests.integration.storage import runtime
@@ -71,7 +71,7 @@ def family(rt: Runtime, tmp_path) -> None:
 
 @pytest.mark.usefixtures("family")
 def test_always_on_a_resource_reaches_the_sub_agents_reads_of_that_resource_only(rt: Runtime) -> None:
-    result = subagent_decisions.decide(rt, "parent", Decision(approved=True, always=True, call_id="p1"))
+    result = decisions.decide(rt, "parent", Decision(approved=True, always=True, call_id="p1"))
     assert sorted(result.decided) == ["c2", "p1"]
     calls, labels = state(rt)
     assert calls == {
@@ -85,7 +85,7 @@ def test_always_on_a_resource_reaches_the_sub_agents_reads_of_that_resource_only
 
 @pytest.mark.usefixtures("family")
 def test_always_on_everything_pending_covers_each_approved_resource_and_prompt(rt: Runtime) -> None:
-    subagent_decisions.decide(rt, "parent", Decision(approved=True, always=True))
+    decisions.decide(rt, "parent", Decision(approved=True, always=True))
     calls, labels = state(rt)
     assert set(calls.values()) == {CallStatus.APPROVED}
     covered = ["read_resource:demo://a", "read_resource:secret://other", "use_prompt:mcp__s__x"]

@@ -1,5 +1,5 @@
 """What a long-lived process keeps is out of the collector's full walks once it has started
-(`app.heap`): the worker once it is ready, beat once it starts, the web once gunicorn has loaded
+(`app.gc_settle`): the worker once it is ready, beat once it starts, the web once gunicorn has loaded
 the app, and a model SDK once a step has imported it. Each probe runs a process's hooks as it
 starts them, in a process of its own, against the tests' Redis and database."""
 

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from app.engine import approvals, calls, interruptions, model_step, tool_batch, turns, workstreams
+from app.engine.life import approvals, calls, interruptions, turns, workstreams
+from app.engine.running import model_step, tool_batch
 from app.runtime import Runtime
 from app.storage.models import CallStatus, Message, utcnow
 from app.storage.models import ToolCall as StoredCall

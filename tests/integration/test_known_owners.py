@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event
 
-from app.engine import workstreams
+from app.engine.life import workstreams
 from app.errors import NotFoundError
 from app.runtime import Runtime
 from app.users import ownership

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event
 
-from app.engine.leases import beat, check, claim, kept_alive
+from app.engine.running.leases import beat, check, claim, kept_alive
 from app.errors import StaleAttemptError
 from app.runtime import Runtime
 from app.settings import Settings

@@ -20,10 +20,10 @@ from app.mcp.config import parse_server
 from app.mcp.manager import MCPManager
 from app.mcp.states import Timing
 from app.settings import ToolSettings
-from app.tools.base import ToolContext, ToolOutcome
-from app.tools.pipeline import PreparedCall, execute_call, run_calls
-from app.tools.registry import build_registry
-from app.tools.tool import Tool
+from app.tools.core.base import ToolContext, ToolOutcome
+from app.tools.core.pipeline import PreparedCall, execute_call, run_calls
+from app.tools.core.registry import build_registry
+from app.tools.core.tool import Tool
 from tests.integration.mcp_peers import FakeMCP, everything_stdio, start_everything_http, time_server
 
 FAST = Timing(connect_seconds=20, health_seconds=0.5, debounce_seconds=0.1, backoff_first_seconds=0.2)

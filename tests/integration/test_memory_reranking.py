@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.engine import model_step, tool_batch, turns, workstreams
+from app.engine.life import turns, workstreams
+from app.engine.running import model_step, tool_batch
 from app.memory import store
 from app.reranking import retrieval
 from app.runtime import Runtime

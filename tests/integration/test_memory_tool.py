@@ -8,9 +8,9 @@ import pytest
 
 from app.memory import owners as seam
 from app.memory import store
-from app.tools.base import ToolContext
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.registry import build_registry
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
 from tests.integration.storage import Owners, add_workstream, migrated, principal
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from app.engine import sweeper
+from app.engine.running import sweeper
 from app.runtime import Runtime
 from app.settings import Settings, ToolSettings
 from tests.fakes.model_server import Reply, ToolCall

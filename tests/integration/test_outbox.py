@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import redis
 
-from app import keys
-from app.engine import outbox
-from app.engine.child_events import SUBAGENT_EVENT, FamilyEventLog, Link
-from app.engine.outbox import ordered, wait_for_order
+from app import redis_keys
+from app.engine.publishing import outbox
+from app.engine.publishing.outbox import ordered, wait_for_order
+from app.engine.subagents.relay import SUBAGENT_EVENT, FamilyEventLog, Link
 from app.events import EventLog, Fence, ScriptCall
 from tests.integration.services import REDIS_HOST, REDIS_PORT, lease_redis_db
 
@@ -78,7 +78,7 @@ def test_a_transition_sends_its_events_and_its_lock_release_in_one_round_trip(tr
     events = logged(rt, "ws")
     first = events[1][0]
     assert events[1:] == [(first, "a"), (first + 1, "b"), (first + 2, "c")]
-    assert not trips.client.exists(keys.ws_order("ws"))
+    assert not trips.client.exists(redis_keys.ws_order("ws"))
 
 
 def test_a_childs_echoes_follow_its_events_in_one_more_round_trip(trips):
@@ -95,7 +95,7 @@ def test_a_childs_echoes_follow_its_events_in_one_more_round_trip(trips):
     assert [(e["event"]["id"], e["event"]["text"]) for e in echoes] == child
     tags = {(e["call_id"], e["child_ws_id"], e["turn_id"]) for e in echoes}
     assert tags == {("call-1", "child", "parent-turn")}
-    assert not trips.client.exists(keys.ws_order("child"))
+    assert not trips.client.exists(redis_keys.ws_order("child"))
 
 
 def test_a_claim_waiting_out_a_transition_wakes_as_its_events_go_out(trips, monkeypatch):
@@ -133,10 +133,10 @@ def test_a_deferred_transition_holds_its_lock_and_events_until_its_rest_is_run(t
     with ordered(rt, "ws", defer=rest.append) as box:
         box.add("content", turn_id="t", text="announced")
         box.after(lambda _rt: rest.append("after"))
-    assert logged(rt, "ws") == [] and trips.client.exists(keys.ws_order("ws"))
+    assert logged(rt, "ws") == [] and trips.client.exists(redis_keys.ws_order("ws"))
     rest.pop(0)()
     assert [text for _id, text in logged(rt, "ws")] == ["announced"]
-    assert not trips.client.exists(keys.ws_order("ws")) and rest == ["after"]
+    assert not trips.client.exists(redis_keys.ws_order("ws")) and rest == ["after"]
 
 
 def test_a_deferred_transition_that_rolled_back_lets_its_lock_go_at_once(trips):
@@ -145,7 +145,7 @@ def test_a_deferred_transition_that_rolled_back_lets_its_lock_go_at_once(trips):
     with pytest.raises(RuntimeError), ordered(rt, "ws", defer=rest.append) as box:
         box.add("content", turn_id="t", text="never")
         raise RuntimeError("the transaction failed")
-    assert rest == [] and logged(rt, "ws") == [] and not trips.client.exists(keys.ws_order("ws"))
+    assert rest == [] and logged(rt, "ws") == [] and not trips.client.exists(redis_keys.ws_order("ws"))
 
 
 def test_an_event_its_fence_refuses_is_dropped_and_the_others_go_out_in_order(trips):
@@ -174,12 +174,12 @@ def test_a_reply_lost_after_the_events_went_out_does_not_send_them_twice(trips, 
         return replies[-1]
 
     rt.events._execute = lose_the_first_reply
-    with caplog.at_level(logging.WARNING, logger="app.engine.outbox"):
+    with caplog.at_level(logging.WARNING, logger="app.engine.publishing.outbox"):
         transition(rt, "ws", "a", "b")
     first = logged(rt, "ws")[0][0]
     assert logged(rt, "ws") == [(first, "a"), (first + 1, "b")]
     assert replies[0][:2] == replies[1][:2] == [first, first + 1]  # the retry got the same ids
-    assert not trips.client.exists(keys.ws_order("ws"))
+    assert not trips.client.exists(redis_keys.ws_order("ws"))
     assert "expired" not in caplog.text  # the lock the retry found gone was the one it released
 
 
@@ -188,16 +188,16 @@ def test_the_lock_is_let_go_when_an_event_cannot_be_sent(trips):
     with pytest.raises(TypeError), ordered(rt, "ws") as box:
         box.add("content", text="fine")
         box.add("content", text=object())  # not JSON
-    assert not trips.client.exists(keys.ws_order("ws"))
+    assert not trips.client.exists(redis_keys.ws_order("ws"))
     assert logged(rt, "ws") == []  # nothing went out: the transition's events go together
 
 
 def test_a_lock_that_expired_and_was_taken_is_left_to_its_new_holder(trips, caplog):
     rt = runtime(trips.client)
-    with caplog.at_level(logging.WARNING, logger="app.engine.outbox"), ordered(rt, "ws") as box:
+    with caplog.at_level(logging.WARNING, logger="app.engine.publishing.outbox"), ordered(rt, "ws") as box:
         box.add("content", text="late")
-        trips.client.set(keys.ws_order("ws"), "someone else's token")  # ours expired; theirs now
-    assert trips.client.get(keys.ws_order("ws")) == b"someone else's token"
+        trips.client.set(redis_keys.ws_order("ws"), "someone else's token")  # ours expired; theirs now
+    assert trips.client.get(redis_keys.ws_order("ws")) == b"someone else's token"
     assert "ordering lock expired" in caplog.text
     assert [text for _id, text in logged(rt, "ws")] == ["late"]
 
@@ -212,7 +212,7 @@ def test_a_transition_goes_out_whole_after_redis_lost_its_scripts(trips, lost):
     transition(rt, "ws", "a", "b", "c")
     first = logged(rt, "ws")[1][0]
     assert logged(rt, "ws")[1:] == [(first, "a"), (first + 1, "b"), (first + 2, "c")]
-    assert not trips.client.exists(keys.ws_order("ws"))
+    assert not trips.client.exists(redis_keys.ws_order("ws"))
 
 
 # KEYS: a key to record in, the workstream's counter: what the counter said when this ran
@@ -224,18 +224,18 @@ def test_a_transitions_other_scripts_run_after_its_events_in_their_round_trip(tr
     rt = runtime(trips.client)
     record = trips.client.register_script(_RECORD_LAST_ID)
     transition(rt, "ws", "warm-up")
-    record(keys=["seen", keys.event_seq("ws")])  # loaded
+    record(keys=["seen", redis_keys.event_seq("ws")])  # loaded
     if lost:
         trips.client.script_flush()  # as a restart does
     trips.count = 0
     with ordered(rt, "ws") as box:
         box.add("content", text="a")
         box.add("content", text="b")
-        box.then.append(ScriptCall(record, ["seen", keys.event_seq("ws")], []))
+        box.then.append(ScriptCall(record, ["seen", redis_keys.event_seq("ws")], []))
     sent_in = trips.count
     assert box.is_sent
     last = logged(rt, "ws")[-1]
     assert last[1] == "b" and int(trips.client.get("seen")) == last[0]  # after both events
-    assert not trips.client.exists(keys.ws_order("ws"))
+    assert not trips.client.exists(redis_keys.ws_order("ws"))
     if not lost:
         assert sent_in == 2  # the lock; then the events, the script and the release

@@ -1,5 +1,5 @@
 """A turn's next phase runs in the task that handed it on, where that worker consumes its queue
-(app/engine/chain.py): which worker received which task is read from the workers' own logs."""
+(app/engine/running/chain.py): which worker received which task is read from the workers' own logs."""
 
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import redis
 
-from app import keys
-from app.engine.cancellation import CancelCheck, raise_flag
-from app.engine.outbox import ordered
+from app import redis_keys
+from app.engine.publishing.outbox import ordered
+from app.engine.running.stop_check import CancelCheck, raise_flag
 from app.events import EventLog, Fence
 from app.settings import Settings
 from app.web.faults import RETRY_AFTER_SECONDS, UNREACHABLE
@@ -93,7 +93,7 @@ def test_a_transitions_events_ride_out_a_short_outage_and_its_lock_is_let_go(pro
         box.add("content", text="b")
         proxy.cut_for(OUTAGE_SECONDS)  # after the lock was taken, before the events go
     assert [e["text"] for e in rt.events.replay("ws", 0)[0]] == ["a", "b"]
-    assert not direct.exists(keys.ws_order("ws"))
+    assert not direct.exists(redis_keys.ws_order("ws"))
     assert "Redis is back" in caplog.text and "expired" not in caplog.text
 
 
@@ -108,7 +108,7 @@ def test_a_transition_that_meets_an_outage_before_its_lock_waits_for_redis_and_g
         box.add("tool_result", call_id="c", output="done", is_error=False)
     assert time.monotonic() - started >= OUTAGE_SECONDS * 0.9
     assert [e["output"] for e in rt.events.replay("ws", 0)[0]] == ["done"]
-    assert not direct.exists(keys.ws_order("ws"))
+    assert not direct.exists(redis_keys.ws_order("ws"))
     assert "ordering lock: Redis is back" in caplog.text and "not had" not in caplog.text
 
 
@@ -117,12 +117,12 @@ def test_a_cancel_check_during_an_outage_says_not_cancelled_and_sees_a_cancel_af
     check = CancelCheck(rt, "turn")
     assert check() is False
     proxy.cut()
-    with caplog.at_level(logging.WARNING, logger="app.engine.cancellation"):
+    with caplog.at_level(logging.WARNING, logger="app.engine.running.stop_check"):
         for _ in range(3):
             time.sleep(0.06)  # past the check interval: each call asks Redis
             assert check() is False
     assert caplog.text.count("cannot check the cancel flag") == 1
-    direct.set(keys.turn_cancel("turn"), 1)  # cancelled through a web node that still reaches Redis
+    direct.set(redis_keys.turn_cancel("turn"), 1)  # cancelled through a web node that still reaches Redis
     proxy.restore()
     deadline = time.monotonic() + 10
     while not check():
@@ -135,7 +135,7 @@ def test_raising_the_cancel_flag_rides_out_a_short_outage(proxy, direct):
     rt.redis.ping()
     proxy.cut_for(OUTAGE_SECONDS)
     raise_flag(rt, "turn")
-    assert direct.exists(keys.turn_cancel("turn"))
+    assert direct.exists(redis_keys.turn_cancel("turn"))
 
 
 def test_after_redis_restarts_empty_a_running_step_still_publishes_with_higher_ids():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
-from app.engine import interruptions
+from app.engine.life import interruptions
 from app.storage.database import make_engine
 from app.storage.models import ToolCall as StoredCall
 from app.taskqueue import MODEL_STEP_TASK, TOOL_BATCH_TASK
@@ -130,7 +130,7 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_it(cluster, model, 
     assert history[-1]["content"] == "checked what happened"
     assert survivor in cluster.services.processes
     # The sweeper re-sent the dead worker's batch; the survivor took it and ran the turn's
-    # last step after it, in the same task (app/engine/chain.py).
+    # last step after it, in the same task (app/engine/running/chain.py).
     assert cluster.services.tasks_received(survivor, TOOL_BATCH_TASK, since)
 
 

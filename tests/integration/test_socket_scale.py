@@ -13,6 +13,7 @@ import signal
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,8 +22,10 @@ import pytest
 import websocket
 import websockets
 
-from app import keys
+from app import redis_keys
 from app.events import EventLog
+from app.users.principal import Principal
+from app.web.sockets import caps
 from tests.apart import run_apart
 from tests.fakes.model_server import Reply
 from tests.integration.client import EventSocket
@@ -190,9 +193,9 @@ def test_a_user_past_their_cap_on_open_sockets_is_told_to_try_later(services, ap
     other = websocket.create_connection(socket_url(base_url, api.create_workstream()), timeout=10)
     other.close()
     held.pop().close()
-    assert wait_until(lambda: services.redis.zcard(keys.sockets_of(person.user_id)) == 2, 5)
+    assert wait_until(lambda: services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 2, 5)
     held.append(admitted(base_url, token, ws_id))
-    assert services.redis.zcard(keys.sockets_of(person.user_id)) == 3
+    assert services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 3
     for sock in held:
         sock.close()
 
@@ -215,13 +218,13 @@ def test_a_web_process_stopping_tells_its_sockets_to_reconnect_and_frees_their_p
     ws_id = seeded(services, person.api(services).create_workstream())
     conn = websocket.create_connection(socket_url(base_url, ws_id, person.tokens["all"]), timeout=10)
     assert json.loads(conn.recv())["text"] == "seed"
-    assert services.redis.zcard(keys.sockets_of(person.user_id)) == 1
+    assert services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 1
     name = next(name for name in services.processes if name.startswith("web-scale-"))
     os.killpg(services.processes[name].pid, signal.SIGTERM)  # a deploy: gunicorn stops gracefully
     _frames, code = frames_until_closed(conn, timeout=10)
     assert code == 1001  # going away: reconnect with after
     assert wait_until(
-        lambda: services.redis.zcard(keys.sockets_of(person.user_id)) == 0, 3
+        lambda: services.redis.zcard(redis_keys.sockets_of(person.user_id)) == 0, 3
     )  # not left to lapse
     services.processes.pop(name).wait(timeout=30)
 
@@ -230,7 +233,7 @@ def test_a_web_process_stopping_tells_its_sockets_to_reconnect_and_frees_their_p
 
 
 def subscribers(services: Services, ws_id: str) -> int:
-    [(_channel, count)] = services.redis.pubsub_numsub(keys.event_channel(ws_id))
+    [(_channel, count)] = services.redis.pubsub_numsub(redis_keys.event_channel(ws_id))
     return int(count)
 
 
@@ -347,3 +350,25 @@ def test_a_web_restart_with_a_thousand_sockets_open_loses_and_repeats_nothing(se
         services.kill("web-restarted")
     for n, ids in enumerate(seen):
         assert ids == published[ws_ids[n % workstreams_count]], f"socket {n}"
+
+
+def test_sockets_opening_all_at_once_are_each_counted_against_the_cap(services):
+    """300 sockets of one user opening together: 64 are let in, however many of their checks
+    wait on Redis at once (past the connection pool's size they used to fail and be let
+    through uncounted, as if Redis were down)."""
+    who = Principal(name="burst", user_id=f"burst-{uuid.uuid4().hex[:8]}", scopes=frozenset())
+
+    async def run() -> list[tuple[str | None, str | None]]:
+        client = caps.connect(services.redis_url)
+        limits = caps.Caps(client, per_principal=64, per_process=10_000)
+        try:
+            return await asyncio.gather(*(limits.take(who) for _ in range(300)))
+        finally:
+            await client.delete(redis_keys.sockets_of(who.user_id))
+            await client.aclose()
+
+    results = run_apart(run())
+    assert sum(ticket is not None for ticket, _ in results) == 64
+    assert {why for ticket, why in results if ticket is None} == {
+        "too many open sockets for this user (the limit is 64)"
+    }

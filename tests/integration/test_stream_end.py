@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import redis
 
-from app import keys
-from app.engine import cancellation, conversation, model_step, turns, workstreams
-from app.engine.streaming import history_cursor
+from app import redis_keys
+from app.engine.conversation import stored
+from app.engine.life import turns, workstreams
+from app.engine.publishing.streaming import history_cursor
+from app.engine.running import model_step, stop_check
 from app.runtime import Runtime
 from app.storage.models import Turn, TurnStatus
 from tests.fakes.model_server import Reply
@@ -88,7 +90,7 @@ def test_history_read_while_an_answer_streams_points_before_its_deltas_and_after
     while not [e for e in logged(rt, ws_id, before) if e["type"] == "content"]:
         assert time.monotonic() < deadline, "no delta was published"
         time.sleep(0.01)
-    page = conversation.history(rt, ws_id)  # as GET .../history reads it, mid-stream
+    page = stored.history(rt, ws_id)  # as GET .../history reads it, mid-stream
     assert [m["role"] for m in page["messages"]] == ["user"]
     assert page["last_event_id"] == before  # the last event before the answer's first delta
     step.join(10)
@@ -96,16 +98,16 @@ def test_history_read_while_an_answer_streams_points_before_its_deltas_and_after
     replayed = logged(rt, ws_id, page["last_event_id"])
     assert "".join(e["text"] for e in replayed if e["type"] == "content") == "".join(chunks)
     assert [e["type"] for e in replayed if e["type"] != "content"] == ["stream_end", "state_change"]
-    page = conversation.history(rt, ws_id)
+    page = stored.history(rt, ws_id)
     assert [m["role"] for m in page["messages"]] == ["user", "assistant"]
     assert page["last_event_id"] == logged(rt, ws_id)[-1]["id"]  # the mark is gone with the step
-    assert not rt.redis.exists(keys.stream_from(ws_id))
+    assert not rt.redis.exists(redis_keys.stream_from(ws_id))
 
 
 def test_a_steps_stream_end_goes_out_with_the_events_that_store_its_answer(
     rt, model_server, round_trips, monkeypatch
 ):
-    monkeypatch.setattr(cancellation, "CHECK_EVERY_SECONDS", 60.0)  # however slow the machine
+    monkeypatch.setattr(stop_check, "CHECK_EVERY_SECONDS", 60.0)  # however slow the machine
     warm_up(rt, model_server)
     ws_id, turn_id = new_turn(rt, "plain")
     model_server.enqueue(Reply(text="done"))
@@ -124,8 +126,8 @@ def test_a_steps_stream_end_goes_out_with_the_events_that_store_its_answer(
     assert history_cursor(rt, ws_id) == events[-1]["id"]
     [end] = [t for t in trips if b"stream_end" in t]
     # one MULTI/EXEC: the stream_end, the turn's end, the mark's clearing, the lock's release
-    assert b'"state_change"' in end and keys.stream_from(ws_id).encode() in end
-    assert keys.ws_order(ws_id).encode() in end
+    assert b'"state_change"' in end and redis_keys.stream_from(ws_id).encode() in end
+    assert redis_keys.ws_order(ws_id).encode() in end
     # the claim's fence, the mark, the delta, the ordering lock; then that one
     assert len(trips) == 5
 
@@ -153,7 +155,7 @@ def test_a_model_error_ends_the_stream_then_the_turn(rt, model_server):
     events = logged(rt, ws_id)
     assert kinds(rt, ws_id) == ["stream_end", "error", "state_change"]
     assert "no such model" in events[3]["message"]
-    assert not rt.redis.exists(keys.stream_from(ws_id))
+    assert not rt.redis.exists(redis_keys.stream_from(ws_id))
 
 
 def test_a_step_ends_its_stream_after_redis_lost_its_scripts(rt, model_server, monkeypatch):
@@ -170,4 +172,4 @@ def test_a_step_ends_its_stream_after_redis_lost_its_scripts(rt, model_server, m
     model_step.run(rt, turn_id, 0)
     assert status(rt, turn_id) == TurnStatus.DONE
     assert kinds(rt, ws_id) == ["content", "stream_end", "state_change"]
-    assert not rt.redis.exists(keys.stream_from(ws_id))
+    assert not rt.redis.exists(redis_keys.stream_from(ws_id))

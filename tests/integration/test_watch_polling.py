@@ -13,11 +13,12 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from app.engine import model_step, turns, workstreams
+from app.engine.life import turns, workstreams
+from app.engine.running import model_step
 from app.runtime import Runtime
-from app.settings import WATCH_MAX_CHAIN
 from app.storage.models import Message, Turn, TurnStatus, Watch, WatchStatus
 from app.watches import poller, store
+from app.watches.delivery import WATCH_MAX_CHAIN
 from app.watches.store import WatchError, WatchSpec
 from tests.fakes.model_server import Reply
 from tests.integration.storage import runtime

@@ -14,7 +14,7 @@ import pytest
 
 from app.settings import ModelSettings, ToolSettings
 from app.tools import bash
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 from tests.process_table import is_running, live_members, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -507,7 +507,7 @@ WORKER = """
 import sys, threading
 from app.settings import ToolSettings
 from app.tools import bash
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 emit = lambda text: print(text, end="", flush=True)
 ctx = ToolContext("ws", sys.argv[1], settings=ToolSettings(timeout=60), emit_output=emit)
 call = threading.Thread(target=bash.execute, args=({"command": sys.argv[2], "stop_on_error": False}, ctx))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.tools import scripts
+from app.tools.commands import scripts
 from tests.process_table import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # there is anything to remove) or once the command runs.
 WORKER = """
 import os, sys, threading, time
-from app.tools import bash, scripts
-from app.tools.base import ToolContext
+from app.tools import bash
+from app.tools.commands import scripts
+from app.tools.core.base import ToolContext
 if sys.argv[1] == "written":
     real_write = scripts.write
     def write(text):

@@ -6,8 +6,8 @@ import pytest
 
 from app.settings import ToolSettings
 from app.tools import diff_file
-from app.tools.base import ToolContext
-from app.tools.truncation import truncate
+from app.tools.core.base import ToolContext
+from app.tools.core.truncation import truncate
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from app.tools import diff_file, edit_file, read_file, write_file
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.tools.environment import redact, scrubbed_environment, secret_values
+from app.tools.commands.environment import redact, scrubbed_environment, secret_values
 
 ORDINARY = {
     "PATH": "/usr/bin:/bin",

@@ -21,9 +21,10 @@ from pathlib import Path
 import httpcore
 import pytest
 
-from app.settings import FETCH_MAX_BYTES, FETCH_MAX_REDIRECTS, ToolSettings
-from app.tools.fetch import Fetcher, FetchError, RefusedError
-from app.tools.fetch.addresses import Reach, judge, parse_literal
+from app.settings import ToolSettings
+from app.tools.web.fetch import Fetcher, FetchError, RefusedError
+from app.tools.web.fetch.addresses import Reach, judge, parse_literal
+from app.tools.web.fetch.fetcher import FETCH_MAX_BYTES, FETCH_MAX_REDIRECTS
 
 PUBLIC_IP = "93.184.216.34"  # a public address; the fake internet sends it to a loopback site
 OTHER_PUBLIC_IP = "151.101.1.69"

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from app.sandbox import reach as sandbox_reach
 from app.settings import Settings
-from app.tools import diff_file, edit_file, open_preview, reach, read_file, search, write_file
-from app.tools.base import ToolContext
-from app.tools.files import FileToolError
+from app.tools import diff_file, edit_file, open_preview, read_file, search, write_file
+from app.tools.core.base import ToolContext
+from app.tools.files import reach
+from app.tools.files.paths import FileToolError
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def settings(tmp_path: Path, place: dict[str, Path]) -> Settings:
 
 @pytest.fixture
 def ctx(place: dict[str, Path], settings: Settings) -> ToolContext:
-    return ToolContext("ws1", str(place["folder"]), roots=reach.Roots.from_settings(settings))
+    return ToolContext("ws1", str(place["folder"]), roots=sandbox_reach.Roots.from_settings(settings))
 
 
 def verdict(path: str, ctx: ToolContext, access: str) -> str:
@@ -122,12 +124,12 @@ def test_a_link_to_a_folder_out_is_refused_for_whatever_lies_below_it(ctx, place
 
 
 def test_a_folder_that_is_the_whole_data_root_opens_nothing_in_it(settings, place):
-    ctx = ToolContext("ws", str(place["data"]), roots=reach.Roots.from_settings(settings))
+    ctx = ToolContext("ws", str(place["data"]), roots=sandbox_reach.Roots.from_settings(settings))
     assert "service's data folder" in verdict("bob/ws2/plan.txt", ctx, reach.READ)
 
 
 def test_a_folder_that_holds_the_database_still_never_opens_it(settings, tmp_path):
-    ctx = ToolContext("ws", str(tmp_path), roots=reach.Roots.from_settings(settings))
+    ctx = ToolContext("ws", str(tmp_path), roots=sandbox_reach.Roots.from_settings(settings))
     assert "service's own files" in verdict("service.db", ctx, reach.READ)
     assert "service's own files" in verdict("config.toml", ctx, reach.WRITE)
     assert verdict("outside/secret.txt", ctx, reach.WRITE) == "ok"
@@ -158,14 +160,14 @@ def test_a_path_of_100_kb_is_an_error_not_a_crash(ctx):
 def test_the_process_roots_come_from_its_settings(monkeypatch, tmp_path):
     monkeypatch.setenv("TURNSTONE_DATA_ROOT", str(tmp_path / "d"))
     monkeypatch.setenv("TURNSTONE_CONFIG", str(tmp_path / "none.toml"))
-    reach.process_roots.cache_clear()
+    sandbox_reach.process_roots.cache_clear()
     try:
         ctx = ToolContext("ws", str(tmp_path / "d" / "u" / "w"))  # no roots: this process's own
         assert verdict("/proc/self/environ", ctx, reach.READ).startswith("Error: /proc/self/environ")
         assert "service's data folder" in verdict(str(tmp_path / "d" / "u" / "x"), ctx, reach.READ)
         assert verdict("/usr", ctx, reach.READ) == "ok"
     finally:
-        reach.process_roots.cache_clear()
+        sandbox_reach.process_roots.cache_clear()
 
 
 # -- opened, then judged again ---------------------------------------------------------------
@@ -307,7 +309,7 @@ def test_search_leaves_out_matches_behind_a_link_and_never_opened_files(ctx, pla
     for rg in ("rg", None):
         assert search.run({"query": "secret"}, ctx, rg).output == "mine.txt:1: secret of mine"
     # a folder holding the database: its matches are dropped, the rest shown
-    wide = ToolContext("ws", str(tmp_path), roots=reach.Roots.from_settings(settings))
+    wide = ToolContext("ws", str(tmp_path), roots=sandbox_reach.Roots.from_settings(settings))
     out = search.run({"query": "database|secret"}, wide, None).output
     assert "service.db" not in out and "database pages" not in out
     assert "outside/secret.txt:1: outside secret" in out and "left out" in out

@@ -7,8 +7,8 @@ import pytest
 
 from app.settings import ModelSettings
 from app.tools import diff_file, edit_file, read_file, search, write_file
-from app.tools.base import ToolContext
-from app.tools.reach import Roots
+from app.tools.core.base import ToolContext
+from app.tools.files.reach import Roots
 
 MODEL_KEY = "sk-model-key-0123456789abcdef"  # held by the service, in no variable of that name
 API_TOKEN = "api-token-for-the-service-42"

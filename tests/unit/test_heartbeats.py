@@ -9,7 +9,7 @@ from collections import Counter
 
 from sqlalchemy.exc import OperationalError
 
-from app.engine.heartbeats import THREAD_NAME, Heartbeats
+from app.engine.running.heartbeats import THREAD_NAME, Heartbeats
 from app.events import Fence
 from tests.process_table import wait_until
 
@@ -29,7 +29,7 @@ def test_a_refresh_that_fails_does_not_stop_the_others(caplog):
         return True
 
     beats = Heartbeats()
-    caplog.set_level(logging.ERROR, logger="app.engine.heartbeats")
+    caplog.set_level(logging.ERROR, logger="app.engine.running.heartbeats")
     with (
         beats.holding(Fence("broken", 1), refresh, INTERVAL) as broken,
         beats.holding(Fence("blinking", 1), refresh, INTERVAL) as blinking,

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from app.engine import conversation
+from app.engine.conversation import stored
 from app.storage.models import Message
-from app.tools import images
+from app.tools.files import images
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
 DATA = base64.b64encode(PNG).decode()
@@ -58,13 +58,13 @@ def test_summary_of_other_text_is_the_text():
     assert images.summary("") == ""
 
 
-def stored(*rows: Message) -> list[dict]:
-    return conversation.for_model("system", list(rows))[1:]  # without the system prompt
+def for_model(*rows: Message) -> list[dict]:
+    return stored.for_model("system", list(rows))[1:]  # without the system prompt
 
 
 def test_for_model_turns_an_image_result_into_text_and_image_parts():
     calls = [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]
-    history = stored(
+    history = for_model(
         Message(ws_id="ws", role="user", content="look"),
         Message(ws_id="ws", role="assistant", content="", tool_calls=calls),
         Message(ws_id="ws", role="tool", tool_call_id="c1", name="read_file", content=marker()),
@@ -84,5 +84,5 @@ def test_for_model_turns_an_image_result_into_text_and_image_parts():
 
 
 def test_for_model_keeps_a_text_result_as_text():
-    history = stored(Message(ws_id="ws", role="tool", tool_call_id="c1", content="a.txt"))
+    history = for_model(Message(ws_id="ws", role="tool", tool_call_id="c1", content="a.txt"))
     assert history == [{"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]

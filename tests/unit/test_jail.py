@@ -26,7 +26,7 @@ from app.storage.database import Database
 from app.storage.migrate import upgrade
 from app.storage.models import User
 from app.tools import bash
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 from tests.process_table import carrying, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,7 +252,7 @@ from app.sandbox.enforcement import Sandbox
 from app.sandbox.settings import SandboxSettings
 from app.settings import Settings, ToolSettings
 from app.tools import bash
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 emit = lambda text: print(text, end="", flush=True)
 sandbox = Sandbox(Settings(sandbox=SandboxSettings(data_root=sys.argv[1])), None)
 ctx = ToolContext("ws", sys.argv[1], settings=ToolSettings(timeout=60), emit_output=emit, sandbox=sandbox)

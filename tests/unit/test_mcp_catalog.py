@@ -8,19 +8,19 @@ from typing import Any
 
 import mcp_types as types
 
-from app.engine import prompt
+from app.engine.conversation import prompt
 from app.mcp.catalog import MCPToolSource, build_offer
 from app.mcp.config import parse_server
 from app.mcp.manager import MCPManager, ServerView
-from app.mcp.names import approval_label, model_name
+from app.mcp.names import model_name
 from app.mcp.prompt import MAX_PROMPTS, MAX_RESOURCES, sections
 from app.mcp.states import Listing
 from app.settings import Settings
 from app.storage.models import Workstream
-from app.tools.registry import build_registry
-from app.tools.search_plan import SearchPlan
-from app.tools.tool import TOOL_NAME_PATTERN
-from app.tools.toolset import build
+from app.tools.core.registry import build_registry
+from app.tools.core.tool import TOOL_NAME_PATTERN, approval_label
+from app.tools.core.tool_search_plan import SearchPlan
+from app.tools.core.toolset import build
 
 MANAGER = MCPManager({})
 

@@ -12,8 +12,8 @@ from app.mcp.config import parse_server
 from app.mcp.manager import MCPManager, ServerView
 from app.mcp.states import Listing
 from app.mcp.uri_templates import MAX_TEMPLATE_CHARS, matches
-from app.tools.base import ToolContext
-from app.tools.registry import build_registry
+from app.tools.core.base import ToolContext
+from app.tools.core.registry import build_registry
 
 MANAGER = MCPManager({})
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from app.engine import conversation
+from app.engine.conversation import stored
 from app.providers import stream_reply
 from app.providers.citations import Sources, cited, markdown_link
 from app.settings import ModelSettings
 from app.storage.models import Message
-from app.tools import native_search
-from app.tools.registry import build_registry
+from app.tools.core.registry import build_registry
+from app.tools.web import native_search
 from tests.fakes.model_server import FakeModelServer, Reply, ToolCall, WebSearch
 
 FAST: dict[str, Any] = {"retries": 0, "backoff_seconds": 0.01, "timeout_seconds": 10}
@@ -124,7 +124,7 @@ def test_an_anthropic_reply_without_web_search_keeps_no_text_blocks(server):
     assert text_of(events) == "Plain answer."
 
 
-def stored(events: list, calls: list[dict[str, Any]] | None = None) -> list[Message]:
+def as_stored(events: list, calls: list[dict[str, Any]] | None = None) -> list[Message]:
     """The conversation as a model step stores this reply."""
     blocks = [dict(e.block) for e in events if e.kind == "server_block"]
     return [
@@ -138,8 +138,8 @@ def test_anthropic_search_reply_goes_back_unchanged_on_the_next_step(server):
     server.enqueue(Reply(text="Let me look.", web_search=SEARCH))
     events, _body = reply(server, m)
     blocks = [dict(e.block) for e in events if e.kind == "server_block"]
-    rows = [*stored(events), Message(ws_id="w", role="user", content="and in winter?")]
-    _again, body = reply(server, m, conversation.for_model("sys", rows))
+    rows = [*as_stored(events), Message(ws_id="w", role="user", content="and in winter?")]
+    _again, body = reply(server, m, stored.for_model("sys", rows))
     assert body["messages"][1] == {"role": "assistant", "content": blocks}  # sources text not resent
     assert body["messages"][2] == {"role": "user", "content": [{"type": "text", "text": "and in winter?"}]}
 
@@ -157,8 +157,11 @@ def test_anthropic_search_then_a_tool_call_replays_blocks_then_the_call(server):
             "function": {"name": "read_file", "arguments": request.arguments},
         }
     ]
-    rows = [*stored(events, calls), Message(ws_id="w", role="tool", tool_call_id="toolu_r1", content="notes")]
-    _again, body = reply(server, m, conversation.for_model("sys", rows))
+    rows = [
+        *as_stored(events, calls),
+        Message(ws_id="w", role="tool", tool_call_id="toolu_r1", content="notes"),
+    ]
+    _again, body = reply(server, m, stored.for_model("sys", rows))
     sent = body["messages"][1]["content"]
     assert [b["type"] for b in sent] == [
         "server_tool_use",
@@ -260,7 +263,7 @@ def test_a_search_call_whose_result_never_came_is_not_sent_back(server):
         ),
         Message(ws_id="w", role="user", content="go on"),
     ]
-    _events, body = reply(server, m, conversation.for_model("sys", rows))
+    _events, body = reply(server, m, stored.for_model("sys", rows))
     assert body["messages"][1]["content"] == [{"type": "text", "text": "Let me look."}]
 
 
@@ -268,9 +271,9 @@ def test_without_the_capability_any_more_earlier_searches_go_back_as_plain_text(
     m = model(server, "anthropic", supports_web_search=True)
     server.enqueue(Reply(text="Let me look.", web_search=SEARCH))
     events, _body = reply(server, m)
-    rows = [*stored(events), Message(ws_id="w", role="user", content="and in winter?")]
+    rows = [*as_stored(events), Message(ws_id="w", role="user", content="and in winter?")]
     plain = model(server, "anthropic")  # the operator turned supports_web_search off
-    _again, body = reply(server, plain, conversation.for_model("sys", rows))
+    _again, body = reply(server, plain, stored.for_model("sys", rows))
     sent = body["messages"][1]["content"]
     assert sent == [
         {"type": "text", "text": "Let me look."},

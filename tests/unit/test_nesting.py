@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.nesting import MAX_JSON_DEPTH, is_too_deep
-from app.tools.pipeline import ArgumentsError, parse_arguments
+from app.tools.core.pipeline import ArgumentsError, parse_arguments
 
 
 @pytest.mark.parametrize(

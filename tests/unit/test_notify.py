@@ -14,14 +14,14 @@ import jwt
 import pytest
 from sqlmodel import update
 
-from app.gateway import client, quota, registry, tokens
+from app.gateway import client, registry, tokens
 from app.gateway.request import NotifyRequest, RequestError
 from app.settings import GATEWAY_KIND, NotifySettings, Settings, SettingsError
 from app.storage.database import Database
 from app.storage.migrate import upgrade
 from app.storage.models import Notification, ServiceRecord
 from app.tools import notify
-from app.tools.base import ToolContext, ToolSettings
+from app.tools.core.base import ToolContext, ToolSettings
 
 SECRET = "unit-test-secret-" + "s" * 32
 
@@ -256,24 +256,26 @@ def test_a_stale_gateway_is_passed_over_for_a_fresh_one(db):
 
 
 def test_five_slots_per_turn_and_a_failure_gives_its_slot_back(db):
-    slots = [quota.take(db, "turn1", f"c{n}") for n in range(5)]
+    slots = [notify.take(db, "turn1", f"c{n}") for n in range(5)]
     assert slots == [1, 2, 3, 4, 5]
     for slot in (1, 2, 4, 5):
-        quota.confirm(db, "turn1", slot)
-    assert quota.take(db, "turn1", "c6") == quota.Full(sent=4, unsettled=1)  # slot 3 still being sent
-    assert quota.take(db, "turn2", "c1") == 1  # another turn has its own
-    quota.give_back(db, "turn1", 3)
-    assert quota.take(db, "turn1", "c7") == 3
-    quota.confirm(db, "turn1", 3)
-    quota.give_back(db, "turn1", 3)  # a sent slot is never given back
-    assert quota.sent(db, "turn1") == 5 and quota.take(db, "turn1", "c8") == quota.Full(sent=5, unsettled=0)
+        notify.confirm(db, "turn1", slot)
+    assert notify.take(db, "turn1", "c6") == notify.Full(sent=4, unsettled=1)  # slot 3 still being sent
+    assert notify.take(db, "turn2", "c1") == 1  # another turn has its own
+    notify.give_back(db, "turn1", 3)
+    assert notify.take(db, "turn1", "c7") == 3
+    notify.confirm(db, "turn1", 3)
+    notify.give_back(db, "turn1", 3)  # a sent slot is never given back
+    assert notify.sent(db, "turn1") == 5 and notify.take(db, "turn1", "c8") == notify.Full(
+        sent=5, unsettled=0
+    )
 
 
 def test_parallel_calls_of_one_batch_take_at_most_five_slots(db):
-    got: list[int | quota.Full] = []
+    got: list[int | notify.Full] = []
 
     def take(n: int) -> None:
-        got.append(quota.take(Database(db.url), "turn-par", f"c{n}"))
+        got.append(notify.take(Database(db.url), "turn-par", f"c{n}"))
 
     threads = [threading.Thread(target=take, args=(n,)) for n in range(9)]
     for t in threads:
@@ -281,7 +283,7 @@ def test_parallel_calls_of_one_batch_take_at_most_five_slots(db):
     for t in threads:
         t.join()
     assert sorted(s for s in got if isinstance(s, int)) == [1, 2, 3, 4, 5]
-    assert [s for s in got if not isinstance(s, int)] == [quota.Full(sent=0, unsettled=5)] * 4
+    assert [s for s in got if not isinstance(s, int)] == [notify.Full(sent=0, unsettled=5)] * 4
 
 
 def test_a_call_that_finds_every_slot_taken_waits_for_those_being_sent(db, monkeypatch):
@@ -331,16 +333,16 @@ def test_a_call_that_finds_every_slot_taken_waits_for_those_being_sent(db, monke
 
 def test_a_send_that_never_settles_is_waited_for_only_as_long_as_a_send_can_take(db):
     for n in range(5):
-        assert quota.take(db, "t-lost", f"c{n}") == n + 1
+        assert notify.take(db, "t-lost", f"c{n}") == n + 1
     for slot in (1, 2, 3, 4):
-        quota.confirm(db, "t-lost", slot)
+        notify.confirm(db, "t-lost", slot)
     started = time.monotonic()
-    assert quota.take(db, "t-lost", "c5", settle_seconds=0.5) == quota.Full(sent=4, unsettled=1)
+    assert notify.take(db, "t-lost", "c5", settle_seconds=0.5) == notify.Full(sent=4, unsettled=1)
     assert 0.5 <= time.monotonic() - started < 5
     with db.session() as s:  # its worker stopped long ago: nobody waits for it any more
         s.exec(update(Notification).values(created_at=datetime.now(UTC) - timedelta(hours=1)))
     started = time.monotonic()
-    assert quota.take(db, "t-lost", "c6", settle_seconds=600) == quota.Full(sent=4, unsettled=1)
+    assert notify.take(db, "t-lost", "c6", settle_seconds=600) == notify.Full(sent=4, unsettled=1)
     assert time.monotonic() - started < 5
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.tools.ordering import lanes, paths_named
+from app.tools.core.ordering import lanes, paths_named
 
 
 def _lanes(calls: list[dict], working_dir: str = "/w") -> list[list[str]]:

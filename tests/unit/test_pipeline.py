@@ -9,9 +9,8 @@ import types
 import pytest
 
 from app.settings import ToolSettings
-from app.tools import images
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.pipeline import (
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.pipeline import (
     ArgumentsError,
     PreparedCall,
     execute_call,
@@ -19,8 +18,9 @@ from app.tools.pipeline import (
     prepare_call,
     run_calls,
 )
-from app.tools.registry import build_registry
-from app.tools.truncation import truncate, truncate_pieces
+from app.tools.core.registry import build_registry
+from app.tools.core.truncation import truncate, truncate_pieces
+from app.tools.files import images
 
 
 class Recorder:

@@ -14,8 +14,8 @@ from app.storage.database import Database
 from app.storage.migrate import upgrade
 from app.storage.models import Preview, Workstream
 from app.tools import open_preview
-from app.tools.base import ToolContext
-from app.tools.fetch import Fetcher
+from app.tools.core.base import ToolContext
+from app.tools.web.fetch import Fetcher
 from tests.unit.test_fetcher import PUBLIC_IP, FakeInternet, FakeResolver, Site, page
 
 TSV = "text/tab-separated-values; charset=utf-8"

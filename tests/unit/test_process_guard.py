@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.tools.process_guard import GroupGuard
+from app.tools.commands.process_guard import GroupGuard
 from tests.process_table import is_running, live_members, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A stand-in for a worker: it starts a guarded group, says which, and waits to be killed.
 WORKER = """
 import subprocess, sys, time
-from app.tools.process_guard import GroupGuard
+from app.tools.commands.process_guard import GroupGuard
 guard = GroupGuard(grace=0.3)
 group = subprocess.Popen(["bash", "-c", sys.argv[1]], start_new_session=True)
 guard.watch(group.pid)
@@ -35,7 +35,7 @@ time.sleep(300)
 # finished call does), then says which groups it started, and waits to be killed.
 TWO_COMMANDS = """
 import subprocess, sys, time
-from app.tools.process_guard import GroupGuard
+from app.tools.commands.process_guard import GroupGuard
 guards, groups = [], []
 for _ in range(2):
     guard = GroupGuard(grace=0.1)
@@ -52,7 +52,7 @@ time.sleep(300)
 # starts another, which must take over the first command's group too.
 REPLACED = """
 import os, signal, subprocess, sys, time
-from app.tools.process_guard import GroupGuard
+from app.tools.commands.process_guard import GroupGuard
 from tests.process_table import is_running, wait_until
 guard = GroupGuard(grace=0.1)
 group = subprocess.Popen(["sleep", "300"], start_new_session=True)

@@ -14,7 +14,7 @@ from app.providers import anthropic_messages, openai_chat
 from app.providers.base import raw_request
 from app.providers.content import SharedMessage, frozen
 from app.settings import ModelSettings
-from app.tools.registry import build_registry, default_handlers
+from app.tools.core.registry import build_registry, default_handlers
 from tests.fakes.model_server import FakeModelServer, Reply
 
 HISTORY = [

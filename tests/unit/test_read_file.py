@@ -7,10 +7,11 @@ import os
 import pytest
 
 from app.settings import ModelSettings, ToolSettings
-from app.tools import images, read_file
-from app.tools.base import ToolContext
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.registry import build_registry
+from app.tools import read_file
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
+from app.tools.files import images
 
 VISION = ModelSettings("m", "openai", "gpt", capabilities={"supports_vision": True})
 NO_VISION = ModelSettings("m", "openai", "local", base_url="http://localhost:8000/v1")

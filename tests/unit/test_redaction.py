@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.tools.redaction import StreamRedactor
+from app.tools.core.redaction import StreamRedactor
 
 SECRET = "sk-live-0123456789"
 TEXT = f"before\nkey={SECRET} and again {SECRET}\nafter\n"

@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from app.tools.base import Preparation, ToolOutcome
-from app.tools.registry import SCHEMA_DIR, RegistryError, build_registry
+from app.tools.core.base import Preparation, ToolOutcome
+from app.tools.core.registry import SCHEMA_DIR, RegistryError, build_registry
 
 ALL_TOOLS = {
     "bash",

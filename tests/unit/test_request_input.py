@@ -8,9 +8,8 @@ import pytest
 from gunicorn.http import errors
 
 from app.errors import BadRequestError
-from app.settings import REQUEST_READ_TIMEOUT_SECONDS
 from app.web.commands import checked_idempotency_key
-from app.web.gunicorn_worker import JsonThreadWorker, error_status, json_error
+from app.web.gunicorn_worker import REQUEST_READ_TIMEOUT_SECONDS, JsonThreadWorker, error_status, json_error
 from app.web.requests import field, parse_object
 
 

@@ -14,10 +14,10 @@ from app import cli
 from app.memory import store
 from app.memory.relevance import chosen, relevant
 from app.reranking import retrieval
+from app.reranking.retrieval import RERANK_QUERY_CHARS
 from app.settings import (
     RERANK_BM25_POOL,
     RERANK_DOCUMENT_CHARS,
-    RERANK_QUERY_CHARS,
     MemorySettings,
     RerankerSettings,
     Settings,
@@ -28,9 +28,9 @@ from app.storage.migrate import upgrade
 from app.storage.models import PromptTemplate, Workstream
 from app.tools import skill
 from app.tools import tool_search as ts
-from app.tools.base import ToolContext
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.registry import build_registry
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
 from tests.fakes.reranker import FakeReranker
 from tests.unit.test_memory_relevance import memory
 from tests.unit.test_reranking import write_config

@@ -15,7 +15,7 @@ from app.reranking.calibration import PROBES, Calibration, calibrate, write_thre
 from app.reranking.client import Reranker, RerankError, parse_scores, wrap_query
 from app.settings import RERANK_DOCUMENT_CHARS, RerankerSettings, Settings, SettingsError, ToolSettings
 from app.tools import web_search
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.searxng import FakeSearxNG, result
 

@@ -7,10 +7,10 @@ import pytest
 
 from app.settings import ToolSettings
 from app.tools import search
-from app.tools.base import ToolContext
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.reach import Roots
-from app.tools.registry import build_registry
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
+from app.tools.files.reach import Roots
 
 RIPGREP = search.locate_ripgrep()
 BACKENDS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.engine.streaming import Coalescer
+from app.engine.publishing.streaming import Coalescer
 
 
 class Sink:

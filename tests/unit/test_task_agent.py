@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine import subagents
 from app.settings import ModelSettings, Settings, ToolSettings
 from app.storage.models import Workstream
-from app.tools import task_agent, toolset
-from app.tools.base import ToolContext
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.registry import build_registry
-from app.tools.search_plan import SearchPlan
-from app.tools.tool import TASK
+from app.tools import task_agent
+from app.tools.core import toolset
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
+from app.tools.core.tool import TASK
+from app.tools.core.tool_search_plan import SearchPlan
 from tests.unit.test_toolset import Source, names, tool
 
 
@@ -88,23 +88,23 @@ def ws(kind: str) -> Workstream:
 
 def test_by_default_a_sub_agent_has_no_step_limit():
     assert Settings().tools.agent_max_turns == 0
-    assert all(subagents.last_step_notice(Settings(), ws(TASK), step) is None for step in range(500))
+    assert all(task_agent.last_step_notice(Settings(), ws(TASK), step) is None for step in range(500))
 
 
 def test_at_the_limit_a_sub_agent_gets_the_notice_and_an_interactive_workstream_never():
-    assert subagents.last_step_notice(settings(3), ws(TASK), 2) is None
-    notice = subagents.last_step_notice(settings(3), ws(TASK), 3)
+    assert task_agent.last_step_notice(settings(3), ws(TASK), 2) is None
+    notice = task_agent.last_step_notice(settings(3), ws(TASK), 3)
     assert notice is not None and "all 3 of your steps" in notice and "final answer" in notice
-    assert subagents.last_step_notice(settings(3), ws(TASK), 7) == notice
-    assert subagents.last_step_notice(settings(3), ws("interactive"), 9) is None
+    assert task_agent.last_step_notice(settings(3), ws(TASK), 7) == notice
+    assert task_agent.last_step_notice(settings(3), ws("interactive"), 9) is None
 
 
 def test_the_last_step_offers_no_tools_but_keeps_them_listed_for_anthropic():
     built = toolset.build(build_registry(), [], TASK)
     openai = ModelSettings(name="m", provider="openai", model="x")
     anthropic = ModelSettings(name="c", provider="anthropic", model="claude")
-    assert subagents.last_step_tools(built, openai).visible == []
-    assert subagents.last_step_tools(built, anthropic) is built
+    assert task_agent.last_step_tools(built, openai).visible == []
+    assert task_agent.last_step_tools(built, anthropic) is built
 
 
 def test_the_settings_read_agent_max_turns_from_config():

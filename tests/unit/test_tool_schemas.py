@@ -22,34 +22,31 @@ from typing import Any
 import pytest
 
 from app.gateway.channels import DISCORD_ID
-from app.gateway.request import DIRECT_TYPES
+from app.gateway.request import DIRECT_TYPES, NOTIFY_MAX_MESSAGE_CHARS, NOTIFY_MAX_TITLE_CHARS
 from app.memory import store as memory_store
 from app.previews.kinds import KINDS
 from app.settings import (
-    FETCH_MAX_URL_CHARS,
     MAX_NAME_CHARS,
     MAX_TOOL_TIMEOUT,
-    MEMORY_DEFAULT_LIMIT,
     MEMORY_MAX_CONTENT_CHARS,
     MEMORY_MAX_DESCRIPTION_CHARS,
     MEMORY_MAX_LIMIT,
     MIN_TOOL_TIMEOUT,
-    NOTIFY_MAX_MESSAGE_CHARS,
-    NOTIFY_MAX_TITLE_CHARS,
-    RECALL_DEFAULT_LIMIT,
-    RECALL_MAX_LIMIT,
     RECALL_MAX_QUERY_CHARS,
     USER_NAME_PATTERN,
-    WATCH_MAX_POLLS,
-    WEB_SEARCH_MAX_RESULTS,
     ToolSettings,
 )
 from app.tools import diff_file, memory, read_resource, skill, task_agent, use_prompt, watch, write_file
-from app.tools.base import Preparation, ToolContext, ToolHandler
-from app.tools.fetch import Fetcher
-from app.tools.registry import SCHEMA_DIR, default_handlers
-from app.tools.searxng import CATEGORIES
-from app.tools.tool import COORDINATOR
+from app.tools.core.base import Preparation, ToolContext, ToolHandler
+from app.tools.core.registry import SCHEMA_DIR, default_handlers
+from app.tools.core.tool import COORDINATOR
+from app.tools.memory import MEMORY_DEFAULT_LIMIT
+from app.tools.recall import RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT
+from app.tools.watch import WATCH_MAX_POLLS
+from app.tools.web.fetch import Fetcher
+from app.tools.web.fetch.guard import FETCH_MAX_URL_CHARS
+from app.tools.web.searxng import CATEGORIES
+from app.tools.web_search import WEB_SEARCH_MAX_RESULTS
 from tests.unit.test_fetcher import FakeResolver
 
 BOUND_KEYWORDS = ("maximum", "minimum", "enum", "pattern")

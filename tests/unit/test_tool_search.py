@@ -10,15 +10,15 @@ import pytest
 from app.settings import ModelSettings, Settings, SettingsError, ToolSettings
 from app.storage.database import Database
 from app.storage.models import Workstream
-from app.tools import search_plan, toolset
 from app.tools import tool_search as ts
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.pipeline import execute_call, prepare_call
-from app.tools.registry import build_registry
-from app.tools.search_plan import SearchOverrideError, SearchPlan, check_override
-from app.tools.sources import ToolSourceError, load_sources
-from app.tools.tool import TASK, Tool, ToolDefinition
-from app.tools.toolset import Catalog
+from app.tools.core import tool_search_plan, toolset
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.pipeline import execute_call, prepare_call
+from app.tools.core.registry import build_registry
+from app.tools.core.sources import ToolSourceError, load_sources
+from app.tools.core.tool import TASK, Tool, ToolDefinition
+from app.tools.core.tool_search_plan import SearchOverrideError, SearchPlan, check_override
+from app.tools.core.toolset import Catalog
 
 OBJECT = {"type": "object", "properties": {"q": {"type": "string"}}}
 DESCRIPTIONS = {
@@ -75,17 +75,17 @@ def test_the_tier_comes_from_the_models_capabilities():
     def model(provider: str, **caps: object) -> ModelSettings:
         return ModelSettings("m", provider, "x", capabilities=caps)
 
-    assert search_plan.tier(model("anthropic", supports_tool_search=True)) == "anthropic"
-    assert search_plan.tier(model("openai", supports_tool_search=True)) == "openai"
-    assert search_plan.tier(model("anthropic")) == search_plan.tier(model("openai")) == "client"
-    assert search_plan.tier(None) == "client"
+    assert tool_search_plan.tier(model("anthropic", supports_tool_search=True)) == "anthropic"
+    assert tool_search_plan.tier(model("openai", supports_tool_search=True)) == "openai"
+    assert tool_search_plan.tier(model("anthropic")) == tool_search_plan.tier(model("openai")) == "client"
+    assert tool_search_plan.tier(None) == "client"
 
 
 def test_a_workstreams_override_wins_over_the_tools_section():
     settings = ToolSettings(search="auto", search_threshold=20, search_max_results=5)
-    plan = search_plan.plan(settings, {"mode": "on", "max_results": 2}, None)
+    plan = tool_search_plan.plan(settings, {"mode": "on", "max_results": 2}, None)
     assert (plan.mode, plan.threshold, plan.max_results, plan.tier) == ("on", 20, 2, "client")
-    assert search_plan.plan(settings, None, None) == SearchPlan("auto", 20, 5)
+    assert tool_search_plan.plan(settings, None, None) == SearchPlan("auto", 20, 5)
 
 
 # -- the partition ---------------------------------------------------------------------

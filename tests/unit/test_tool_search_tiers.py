@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from app.engine import conversation
+from app.engine.conversation import stored
 from app.providers import stream_reply
 from app.settings import ModelSettings, ToolSettings
 from app.storage.models import Message
-from app.tools import search_plan, toolset
-from app.tools.registry import build_registry
+from app.tools.core import tool_search_plan, toolset
+from app.tools.core.registry import build_registry
 from tests.fakes.model_server import FakeModelServer, Reply, ServerToolSearch, ToolCall
 from tests.unit.test_tool_search import DESCRIPTIONS, Source
 
@@ -33,7 +33,7 @@ def model(server: FakeModelServer, provider: str, native: bool) -> ModelSettings
 
 
 def sent(server: FakeModelServer, m: ModelSettings, messages: list[dict[str, Any]] = HELLO) -> Any:
-    search = search_plan.plan(ToolSettings(search="on"), None, m)
+    search = tool_search_plan.plan(ToolSettings(search="on"), None, m)
     tools = toolset.build(build_registry(), [Source(DESCRIPTIONS)], "interactive", search=search)
     before = len(server.history)
     list(stream_reply(m, messages, tools.schemas("/w", None), **FAST))
@@ -104,7 +104,7 @@ def test_anthropic_server_blocks_are_kept_and_sent_back_as_they_came(server):
         ),
         Message(ws_id="w", role="tool", tool_call_id="toolu_1", name="weather_forecast", content="sunny"),
     ]
-    request = sent(server, m, conversation.for_model("sys", rows))
+    request = sent(server, m, stored.for_model("sys", rows))
     assistant = request.body["messages"][1]["content"]
     assert assistant[0] == {
         "type": "server_tool_use",
@@ -122,5 +122,5 @@ def test_anthropic_server_blocks_are_kept_and_sent_back_as_they_came(server):
     }
     assert [b["type"] for b in assistant[2:]] == ["text", "tool_use"]
     # The same conversation on an OpenAI model: the Anthropic blocks are not sent.
-    other = sent(server, model(server, "openai", native=False), conversation.for_model("sys", rows))
+    other = sent(server, model(server, "openai", native=False), stored.for_model("sys", rows))
     assert "server_blocks" not in other.body["messages"][2] and "srvtoolu_1" not in str(other.body)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.tools import toolset
-from app.tools.base import Preparation, ToolContext, ToolOutcome
-from app.tools.pipeline import ArgumentsError, execute_call, parse_arguments, prepare_call
-from app.tools.registry import build_registry
-from app.tools.search_plan import SearchPlan
-from app.tools.tool import TASK, Tool, ToolDefinition
-from app.tools.toolset import Catalog
+from app.tools.core import toolset
+from app.tools.core.base import Preparation, ToolContext, ToolOutcome
+from app.tools.core.pipeline import ArgumentsError, execute_call, parse_arguments, prepare_call
+from app.tools.core.registry import build_registry
+from app.tools.core.tool import TASK, Tool, ToolDefinition
+from app.tools.core.tool_search_plan import SearchPlan
+from app.tools.core.toolset import Catalog
 
 OBJECT = {"type": "object", "properties": {"q": {"type": "string"}}}
 
@@ -138,7 +138,7 @@ def make_source(name: str, options: dict) -> Source:
 
 def test_configured_sources_load_by_factory_with_their_options():
     from app.settings import Settings, SettingsError
-    from app.tools.sources import ToolSourceError, load_sources
+    from app.tools.core.sources import ToolSourceError, load_sources
 
     config = {"tool_sources": {"src": {"factory": "tests.unit.test_toolset:make_source", "tool": "lookup"}}}
     (source,) = load_sources(Settings.from_mapping(config, {}).tool_sources)

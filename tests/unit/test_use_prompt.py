@@ -8,7 +8,7 @@ import pytest
 
 from app.mcp.manager import MCPManager
 from app.tools import use_prompt
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 
 PROMPTS = {
     "mcp__s__plan": {"server": "s", "prompt": "plan", "arguments": []},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.conversation import for_model
+from app.engine.conversation.stored import for_model
 from app.storage.models import Message
 from app.tools import watch
-from app.tools.base import ToolContext
+from app.tools.core.base import ToolContext
 
 LS = {"action": "create", "command": "ls", "name": "x"}
 

@@ -12,14 +12,15 @@ from dataclasses import replace
 
 import pytest
 
-from app.settings import WEB_FETCH_MAX_PAGE_CHARS, ModelSettings
+from app.settings import ModelSettings
 from app.tools import web_fetch
-from app.tools.base import Preparation, ToolContext
-from app.tools.fetch import Fetcher
-from app.tools.fetch.fetcher import Page
-from app.tools.fetch.text import html_to_text, page_text
-from app.tools.pipeline import PreparedCall, execute_call, prepare_call
-from app.tools.registry import build_registry
+from app.tools.core.base import Preparation, ToolContext
+from app.tools.core.pipeline import PreparedCall, execute_call, prepare_call
+from app.tools.core.registry import build_registry
+from app.tools.web.fetch import Fetcher
+from app.tools.web.fetch.fetcher import Page
+from app.tools.web.fetch.text import html_to_text, page_text
+from app.tools.web_fetch import WEB_FETCH_MAX_PAGE_CHARS
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.unit.test_fetcher import PUBLIC_IP, FakeInternet, FakeResolver, Route, Site, page, redirect
 

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from app.settings import Settings, SettingsError, ToolSettings
-from app.tools import toolset, web_search
-from app.tools.base import ToolContext
-from app.tools.registry import build_registry
-from app.tools.searxng import SearchError, SearxNG
+from app.tools import web_search
+from app.tools.core import toolset
+from app.tools.core.base import ToolContext
+from app.tools.core.registry import build_registry
+from app.tools.web.searxng import SearchError, SearxNG
 from tests.fakes.searxng import FakeSearxNG, result
 
 TURNSTONE = result(

@@ -9,10 +9,10 @@ import pytest
 
 from app.settings import Settings, SettingsError, ToolSettings, web_search_mcp_target
 from app.tools import web_search
-from app.tools.base import ToolContext
-from app.tools.mcp_search import parsed
-from app.tools.registry import build_registry
-from app.tools.searxng import Result
+from app.tools.core.base import ToolContext
+from app.tools.core.registry import build_registry
+from app.tools.web.mcp_backend import parsed
+from app.tools.web.searxng import Result
 
 
 def backend(value: object) -> str:

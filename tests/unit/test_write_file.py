@@ -5,9 +5,9 @@ import os
 import pytest
 
 from app.tools import write_file
-from app.tools.base import ToolContext
-from app.tools.pipeline import prepare_call
-from app.tools.registry import build_registry
+from app.tools.core.base import ToolContext
+from app.tools.core.pipeline import prepare_call
+from app.tools.core.registry import build_registry
 
 
 @pytest.fixture

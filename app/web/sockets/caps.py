@@ -17,10 +17,16 @@ from collections import defaultdict
 import redis
 import redis.asyncio as aioredis
 
-from app import keys
+from app import redis_keys
 from app.users.principal import Principal
 
 log = logging.getLogger(__name__)
+
+# A web process's asyncio Redis clients wait for a free connection rather than fail: a
+# thousand sockets opening at once would otherwise pass the pool's size, get
+# MaxConnectionsError, and be let through uncounted as if Redis were down.
+POOL_CONNECTIONS = 32
+POOL_WAIT_SECONDS = 10.0
 
 RENEW_SECONDS = 10.0
 LAPSE_SECONDS = 30  # three missed renewals: the process that held the socket is gone
@@ -33,6 +39,14 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
+
+
+def connect(url: str) -> aioredis.Redis:
+    """An asyncio client whose commands queue for one of `POOL_CONNECTIONS` connections."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_SECONDS
+    )
+    return aioredis.Redis(connection_pool=pool)
 
 
 def principal_key(who: Principal | None) -> str:
@@ -62,7 +76,7 @@ class Caps:
         now = time.time()
         try:
             taken = await self._take(
-                keys=[keys.sockets_of(principal)],
+                keys=[redis_keys.sockets_of(principal)],
                 args=[now, now + LAPSE_SECONDS, ticket, self.per_principal, LAPSE_SECONDS * 2],
             )
         except (redis.RedisError, OSError) as exc:
@@ -81,7 +95,7 @@ class Caps:
         if not self._held[principal]:
             del self._held[principal]
         with contextlib.suppress(redis.RedisError, OSError):  # else it lapses
-            await self._redis.zrem(keys.sockets_of(principal), ticket)
+            await self._redis.zrem(redis_keys.sockets_of(principal), ticket)
 
     async def renew(self) -> None:
         """Keep this process's entries from lapsing (one command per principal)."""
@@ -89,8 +103,8 @@ class Caps:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for principal, tickets in self._held.items():
-                    pipe.zadd(keys.sockets_of(principal), dict.fromkeys(tickets, lapses))
-                    pipe.expire(keys.sockets_of(principal), LAPSE_SECONDS * 2)
+                    pipe.zadd(redis_keys.sockets_of(principal), dict.fromkeys(tickets, lapses))
+                    pipe.expire(redis_keys.sockets_of(principal), LAPSE_SECONDS * 2)
                 await pipe.execute()
         except (redis.RedisError, OSError) as exc:
             log.warning("socket caps: could not renew (%s)", type(exc).__name__)

@@ -82,6 +82,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._gone()
+        self._transport = None  # gone: a reset armed by `close` finds nothing to do
 
     def pause_writing(self) -> None:  # the buffer passed `max_unsent`
         self._fell_behind()

@@ -25,7 +25,7 @@ import redis.asyncio as aioredis
 
 from app.events import EventType
 from app.metrics import recording
-from app.web.sockets.caps import RENEW_SECONDS, Caps
+from app.web.sockets.caps import RENEW_SECONDS, Caps, connect
 from app.web.sockets.connection import GOING_AWAY, POLICY, TRY_LATER, Connection, text_frame
 from app.web.sockets.follower import Follower
 from app.web.sockets.handover import Opening
@@ -126,7 +126,7 @@ class Hub:
         asyncio.set_event_loop(loop)
         loop.set_default_executor(self._pool)
         self._loop = loop
-        self._redis = aioredis.Redis.from_url(self._redis_url)  # the caps'
+        self._redis = connect(self._redis_url)  # the caps'
         self.caps = Caps(self._redis, self.limits.per_principal, self.limits.per_process)
         self.subscriptions = Subscriptions(self._redis_url, self._deliver, self._resubscribed)
         loop.create_task(self._sweep())

@@ -17,7 +17,8 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from app import keys
+from app import redis_keys
+from app.web.sockets.caps import connect
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class Subscriptions:
         # A client of its own: a pub/sub connection taken from the caps' pool made their
         # commands fail with ConnectionError while the process stopped (the give-back of a
         # socket's place, tests/integration/test_socket_scale.py).
-        self._client = aioredis.Redis.from_url(url)
+        self._client = connect(url)
         self._deliver = deliver
         self._resubscribed = resubscribed
         self._counts: dict[str, int] = {}
@@ -90,7 +91,7 @@ class Subscriptions:
     async def _send(self, command: str, ws_id: str) -> None:
         try:
             assert self._pubsub is not None
-            await getattr(self._pubsub, command)(keys.event_channel(ws_id))
+            await getattr(self._pubsub, command)(redis_keys.event_channel(ws_id))
         except (redis.RedisError, OSError) as exc:
             log.warning("websocket subscriptions: %s of a channel failed (%s)", command, type(exc).__name__)
             # The read loop sees the broken connection and subscribes everything again.
@@ -115,7 +116,7 @@ class Subscriptions:
         await pubsub.connect()
         self._connected.set()
         if self._counts:
-            await pubsub.subscribe(*(keys.event_channel(ws_id) for ws_id in self._counts))
+            await pubsub.subscribe(*(redis_keys.event_channel(ws_id) for ws_id in self._counts))
         while True:
             if not pubsub.subscribed:
                 await asyncio.sleep(0.05)  # nothing subscribed: get_message would not wait
@@ -127,7 +128,7 @@ class Subscriptions:
     def _take(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         channel = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
-        ws_id = keys.ws_of_event_channel(channel)
+        ws_id = redis_keys.ws_of_event_channel(channel)
         if kind == "message":
             data = message["data"]
             text = data.decode() if isinstance(data, bytes) else data

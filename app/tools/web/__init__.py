@@ -1,0 +1,1 @@
+"""What the tools that reach the web share: the guarded fetcher and web_search's backends."""
