@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app import heap
+from app import gc_settle
 
 control_socket_disable = True
 
 
 def post_worker_init(worker: Any) -> None:
-    heap.settle()
+    gc_settle.settle()
