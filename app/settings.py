@@ -715,3 +715,18 @@ def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
         discord_bot_token=env.get(DISCORD_BOT_TOKEN_ENV) or None,
         discord_bot_tokens={k: v for k, v in env.items() if k.startswith(DISCORD_BOT_TOKEN_ENV + "_") and v},
     )
+
+
+# -- `turnstone-jobs run`'s record (app/runs.py) ------------------------------------------------
+# While a run lives, it leaves a small JSON file saying where its service is (its folder, its
+# database, its private Redis), so that a command run elsewhere can say which database the
+# service uses and `approve` can reach the Redis only the run knows. No secret is written there.
+
+
+def run_records_folder(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_STATE_HOME/turnstone-jobs/runs`, by default `~/.local/state/turnstone-jobs/runs`."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".local/state"
+    )
+    return Path(state) / "turnstone-jobs" / "runs"

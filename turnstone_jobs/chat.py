@@ -8,7 +8,7 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +229,8 @@ class Chat:
         """y / n / a, with optional feedback after the letter; anything else asks again."""
         while True:
             try:
-                answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
+                with _kept_out_of_history():  # an answer is not a line to recall (Up) at the prompt
+                    answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
             except (UnicodeDecodeError, EOFError):
                 continue
             parsed = parse_answer(answer)
@@ -406,8 +407,11 @@ class Chat:
 
     def cmd_skill(self, rest: str) -> None:
         if not rest:
-            for s in self.client.skills():
+            skills = self.client.skills()
+            for s in skills:
                 self.render.line(f"{s.get('name')}: {s.get('description') or ''}")
+            if not skills:
+                self.render.line("no skills: `turnstone-jobs skills import DIR` adds some", "dim")
             return
         # A skill is chosen when a workstream is made (the API has no way to change it after).
         ws = self.client.create_workstream(f"{rest[:150]} chat", skill=rest, **self.new_options)
@@ -462,6 +466,21 @@ def _load_history() -> None:
     readline.set_history_length(HISTORY_LINES)
     with contextlib.suppress(OSError):
         readline.read_history_file(_history_path())
+
+
+@contextlib.contextmanager
+def _kept_out_of_history() -> Iterator[None]:
+    """Within: lines read are not added to the line history."""
+    try:
+        import readline
+    except ImportError:
+        yield
+        return
+    readline.set_auto_history(False)
+    try:
+        yield
+    finally:
+        readline.set_auto_history(True)
 
 
 def _save_history() -> None:

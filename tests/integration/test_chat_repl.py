@@ -105,7 +105,7 @@ def test_an_answer_streams_as_rendered_markdown_block_by_block(chat, model, api)
     assert api.history(repl.ws_id)[-1]["content"].endswith("Second paragraph here.")
 
 
-def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(chat, model, api):
+def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(chat, model, api, tmp_path):
     repl = chat("--new", "approvals")
     model.enqueue(Reply(tool_calls=[bash("echo from-bash-$((40+2))")]))
     model.enqueue(Reply(text="It printed the number."))
@@ -127,6 +127,13 @@ def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(c
     repl.expect("Understood.")
     repl.prompt()
     assert model.history[-1].body["messages"][-1]["content"] == "Denied by user: not in this folder"
+    # The answers are not lines to recall: Up, Up at the prompt brings back the two messages.
+    repl.child.send("\x1b[A\x1b[A")
+    repl.child.expect_exact("run it")
+    repl.child.sendcontrol("u")  # the recalled line cleared, then leave: the history is saved
+    repl.child.sendeof()
+    repl.child.expect(pexpect.EOF)
+    assert (tmp_path / ".turnstone_jobs_history").read_text().splitlines()[-2:] == ["run it", "make a file"]
 
 
 def test_the_specs_feedback_form_y_comma_feedback_approves_and_the_model_gets_the_feedback(chat, model, api):
@@ -260,7 +267,8 @@ def test_slash_commands_show_workstreams_history_watches_mcp_and_skills(chat, mo
     repl.expect("no watches")
     repl.say("/mcp")
     repl.expect("(MCP servers|tools)")
-    repl.say("/skill")
+    repl.say("/skill")  # none imported: said so, not an empty line
+    repl.expect("no skills: `turnstone-jobs skills import DIR` adds some")
     repl.prompt()
     repl.say(f"/switch {other}")
     repl.expect(f"workstream the other one \\({other}\\)")
