@@ -41,6 +41,7 @@ def test_edit_retry_restore_and_fork_from_the_page(open_page, api, model, workdi
     second = page.locator(".msg-user", has_text="second")
     second.hover()
     second.get_by_role("button", name="Edit").click()
+    expect(page.locator(".edit-note")).to_contain_text("files the tools changed stay as they are")
     page.locator(".edit-box").fill("second, <i>better</i>")
     model.enqueue(Reply(text="two, better"))
     page.locator(".edit-form").get_by_role("button", name="Send").click()

@@ -141,7 +141,8 @@ export class Transcript {
       box.value = text;
       const save = button("edit-send", "Send", "Send this version", () => this.onEdit(turn.id, box.value));
       const cancel = button("edit-cancel", "Cancel", "Keep the message as it is", () => form.replaceWith(bubble));
-      const form = h("div", { class: "edit-form" }, box, h("div", { class: "edit-buttons" }, save, cancel));
+      const note = h("span", { class: "edit-note" }, "The old version is kept; files the tools changed stay as they are.");
+      const form = h("div", { class: "edit-form" }, box, h("div", { class: "edit-buttons" }, note, save, cancel));
       bubble.replaceWith(form);
       box.focus();
     });
