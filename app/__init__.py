@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web import access, websocket
     from app.web.accounts import accounts
     from app.web.api import api
+    from app.web.branches import branches
     from app.web.channels import channel_api
     from app.web.client import client
     from app.web.health import health
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.config["MAX_CONTENT_LENGTH"] = max_body
     flask_app.extensions["runtime"] = rt
     flask_app.register_blueprint(api)
+    flask_app.register_blueprint(branches)
     flask_app.register_blueprint(accounts)
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(previews)

@@ -135,6 +135,7 @@ class EventType:
     TURN_QUEUED = "turn_queued"
     MESSAGE = "message"
     WATCH = "watch"  # a watch was created, polled, fired or cancelled: `watch` is its summary
+    BRANCH_CHANGED = "branch_changed"  # a rewind, edit, retry or restore changed the conversation
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import redis
 
+from app.supervisor import die_with_parent
+
 
 class LocalRedisError(RuntimeError):
     """No redis-server could be found or started."""
@@ -41,7 +43,8 @@ def server_binary() -> str:
 class PrivateRedis:
     """A redis-server on a free loopback port, in a temporary folder, stopped with the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, dies_with_parent: bool = False) -> None:
+        self.dies_with_parent = dies_with_parent
         self.folder = tempfile.mkdtemp(prefix="turnstone-redis-")
         self.port = _free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -67,6 +70,12 @@ class PrivateRedis:
             ],
             stdout=open(Path(self.folder) / "redis.log", "wb"),  # noqa: SIM115 - lives as long as the server
             stderr=subprocess.STDOUT,
+            # Not in the terminal's process group: a Ctrl-C there must not stop it before the
+            # services that use it (a run stops it last, app/supervisor.py).
+            start_new_session=True,
+            # Nor outlive a run killed outright. Only where asked: a hook run between fork and
+            # exec is safe in a process without threads (the command line's), not in any.
+            preexec_fn=die_with_parent if self.dies_with_parent else None,
         )
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:

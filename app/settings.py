@@ -50,6 +50,7 @@ DEFAULT_SOCKET_MAX_UNSENT_BYTES = 8 * 1024 * 1024
 DEFAULT_SOCKETS_PER_PRINCIPAL = 64  # open websockets of one user (or the operator), every web node together
 DEFAULT_SOCKETS_PER_PROCESS = 10_000  # open websockets one web process serves
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # a user message larger than this is a 413
+DEFAULT_FORK_COPY_MAX_BYTES = 1024 * 1024 * 1024  # a fork's copy of its working folder, at most
 
 
 # web_search over SearxNG (app/tools/web/searxng.py). The URL is the operator's, never the model's.
@@ -293,6 +294,7 @@ class Settings:
     sockets_per_principal: int = DEFAULT_SOCKETS_PER_PRINCIPAL
     sockets_per_process: int = DEFAULT_SOCKETS_PER_PROCESS
     socket_ping_seconds: float = DEFAULT_SOCKET_PING_SECONDS
+    fork_copy_max_bytes: int = DEFAULT_FORK_COPY_MAX_BYTES
     # [mcp.servers.NAME] merged with $TURNSTONE_MCP_CONFIG's mcpServers (app.mcp.config.ServerConfig)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
@@ -380,6 +382,7 @@ class Settings:
                 env, "TURNSTONE_SOCKETS_PER_PRINCIPAL", DEFAULT_SOCKETS_PER_PRINCIPAL
             ),
             sockets_per_process=_count(env, "TURNSTONE_SOCKETS_PER_PROCESS", DEFAULT_SOCKETS_PER_PROCESS),
+            fork_copy_max_bytes=_count(env, "TURNSTONE_FORK_COPY_MAX_BYTES", DEFAULT_FORK_COPY_MAX_BYTES),
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
@@ -768,3 +771,18 @@ def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
         discord_bot_token=env.get(DISCORD_BOT_TOKEN_ENV) or None,
         discord_bot_tokens={k: v for k, v in env.items() if k.startswith(DISCORD_BOT_TOKEN_ENV + "_") and v},
     )
+
+
+# -- `turnstone-jobs run`'s record (app/runs.py) ------------------------------------------------
+# While a run lives, it leaves a small JSON file saying where its service is (its folder, its
+# database, its private Redis), so that a command run elsewhere can say which database the
+# service uses and `approve` can reach the Redis only the run knows. No secret is written there.
+
+
+def run_records_folder(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_STATE_HOME/turnstone-jobs/runs`, by default `~/.local/state/turnstone-jobs/runs`."""
+    env = os.environ if environ is None else environ
+    state = env.get("XDG_STATE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".local/state"
+    )
+    return Path(state) / "turnstone-jobs" / "runs"

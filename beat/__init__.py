@@ -5,13 +5,14 @@ from typing import Any
 
 from celery.signals import beat_init
 
-from app import gc_settle
+from app import gc_settle, housekeeping
 from app.settings import Settings
 from app.taskqueue import SWEEP_TASK, WATCH_PASS_TASK, make_celery
 
 # A sweep not started within this many intervals is dropped: a newer one is queued by then.
 SWEEP_EXPIRY_INTERVALS = 6
 
+housekeeping.quiet()
 _settings = Settings.load()
 app = make_celery(_settings, name="turnstone-jobs-beat")
 app.conf.beat_schedule = {

@@ -10,7 +10,7 @@ worker's for as long as the model took. Where the machine's idle CPUs sleep (a v
 do), waking the server process to answer costs more than the round trip itself; SQLite runs in
 the caller's process and wakes nothing. The PostgreSQL rows are repeated with the commit's flush
 of the write-ahead log off (`synchronous_commit=off`) to show that flush's part; the service
-keeps it on (README, Benchmarks).
+keeps it on (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -133,6 +133,42 @@ class AsyncClient:
         body = protocol.refresh_body(server, reconnect)
         return dict(await self._call("POST", f"{protocol.API}/mcp/refresh", body))
 
+    # -- branching (docs/branching.md) ---------------------------------------------------
+
+    async def fork(
+        self, ws_id: str, at: int | None = None, *, name: str | None = None, copy_folder: bool = False
+    ) -> Workstream:
+        """A new workstream whose conversation is this one's up to message `at` (None: all)."""
+        body = protocol.fork_body(at, name, copy_folder)
+        return Workstream.from_json(await self._call("POST", ws_path(ws_id, "/fork"), body))
+
+    async def rewind(self, ws_id: str, to: int) -> dict[str, Any]:
+        """Keep the messages up to message `to`; those after it go into a branch."""
+        return dict(await self._call("POST", ws_path(ws_id, "/rewind"), {"to": to}))
+
+    async def branches(self, ws_id: str) -> list[dict[str, Any]]:
+        return list((await self._call("GET", ws_path(ws_id, "/branches")))["branches"])
+
+    async def branch(self, ws_id: str, branch_id: str) -> dict[str, Any]:
+        return dict(await self._call("GET", protocol.branch_path(ws_id, branch_id)))
+
+    async def restore(self, ws_id: str, branch_id: str) -> dict[str, Any]:
+        return dict(await self._call("POST", protocol.branch_path(ws_id, branch_id, "/restore")))
+
+    async def edit(
+        self, ws_id: str, message_id: int, message: str, idempotency_key: str | None = None
+    ) -> SendReceipt:
+        """Send `message` in place of the user message `message_id` (the old one kept in a branch)."""
+        path = ws_path(ws_id, f"/messages/{int(message_id)}/edit")
+        return protocol.receipt(
+            await self._call("POST", path, {"message": message}, protocol.key_header(idempotency_key))
+        )
+
+    async def retry(self, ws_id: str, idempotency_key: str | None = None) -> SendReceipt:
+        """Send the last user message again (its old answer kept in a branch)."""
+        path = ws_path(ws_id, "/retry")
+        return protocol.receipt(await self._call("POST", path, {}, protocol.key_header(idempotency_key)))
+
     async def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         data = await self._call("POST", ws_path(ws_id, "/send"), {"message": message}, headers=headers)

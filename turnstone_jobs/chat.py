@@ -8,7 +8,7 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,12 @@ commands:
   /deny [CALL_ID|all] [FEEDBACK]     deny a waiting call (all of them by default)
   /cancel                            cancel the running turn (Ctrl-C does too)
   /history [N]                       the last N messages (10)
+  /rewind [N]                        take the last N turns (1) out of the conversation, kept
+  /retry                             send the last message again (its answer kept)
+  /edit TEXT                         send TEXT in place of the last message (the old one kept)
+  /branches                          what rewinds, edits and retries kept
+  /restore BRANCH_ID                 put a kept branch back
+  /fork [NAME]                       a copy of this workstream, followed from now on
   /workstreams                       your workstreams
   /switch WS_ID                      follow another workstream
   /mcp                               MCP servers, their state and their tools
@@ -223,7 +229,8 @@ class Chat:
         """y / n / a, with optional feedback after the letter; anything else asks again."""
         while True:
             try:
-                answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
+                with _kept_out_of_history():  # an answer is not a line to recall (Up) at the prompt
+                    answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
             except (UnicodeDecodeError, EOFError):
                 continue
             parsed = parse_answer(answer)
@@ -306,6 +313,57 @@ class Chat:
             who = f"{m.role} {m.name}" if m.name else m.role
             self.render.line(f"{who}: {content}", "bold" if m.role == "user" else "")
 
+    # -- branching (docs/branching.md) ------------------------------------------------
+
+    def cmd_rewind(self, rest: str) -> None:
+        turns = int(rest) if rest.isdecimal() and int(rest) > 0 else 1 if not rest else 0
+        if not turns:
+            self.render.line("usage: /rewind [N], N turns to take out (1)", "dim")
+            return
+        messages = self.client.history(self.ws_id).messages
+        starts = [n for n, m in enumerate(messages) if m.role == "user"]
+        if not starts:
+            self.render.line("nothing to rewind", "dim")
+            return
+        first = starts[-min(turns, len(starts))]
+        done = self.client.rewind(self.ws_id, int(messages[first - 1].raw["id"]) if first else 0)
+        kept = f"{done['archived']} message(s) kept in branch {done['branch']} (/branches)"
+        self.render.line(kept, "yellow")
+
+    def cmd_retry(self, _rest: str) -> None:
+        self.follow(self.client.retry(self.ws_id).turn_id)
+
+    def cmd_edit(self, rest: str) -> None:
+        if not rest:
+            self.render.line("usage: /edit TEXT, sent in place of your last message", "dim")
+            return
+        last = [m for m in self.client.history(self.ws_id).messages if m.role == "user"]
+        if not last:
+            self.render.line("no message to edit", "dim")
+            return
+        self.follow(self.client.edit(self.ws_id, int(last[-1].raw["id"]), rest).turn_id)
+
+    def cmd_branches(self, _rest: str) -> None:
+        kept = self.client.branches(self.ws_id)
+        if not kept:
+            self.render.line("no branches: /rewind, /edit and /retry keep what they take out", "dim")
+        for b in kept:
+            self.render.line(
+                f"{b['id']}  {b['reason']:<7}  {b['message_count']} message(s)  {b['preview'][:60]}"
+            )
+
+    def cmd_restore(self, rest: str) -> None:
+        if not rest:
+            self.render.line("usage: /restore BRANCH_ID (/branches lists them)", "dim")
+            return
+        done = self.client.restore(self.ws_id, rest)
+        replaced = f"; what it replaced is branch {done['branch']}" if done["branch"] else ""
+        self.render.line(f"branch {done['restored']} restored{replaced}", "yellow")
+
+    def cmd_fork(self, rest: str) -> None:
+        fork = self.client.fork(self.ws_id, name=rest or None)
+        self.attach(fork.ws_id)
+
     def cmd_workstreams(self, _rest: str) -> None:
         for ws in self.client.workstreams():
             mark = "*" if ws.ws_id == self.ws_id else " "
@@ -349,8 +407,11 @@ class Chat:
 
     def cmd_skill(self, rest: str) -> None:
         if not rest:
-            for s in self.client.skills():
+            skills = self.client.skills()
+            for s in skills:
                 self.render.line(f"{s.get('name')}: {s.get('description') or ''}")
+            if not skills:
+                self.render.line("no skills: `turnstone-jobs skills import DIR` adds some", "dim")
             return
         # A skill is chosen when a workstream is made (the API has no way to change it after).
         ws = self.client.create_workstream(f"{rest[:150]} chat", skill=rest, **self.new_options)
@@ -405,6 +466,21 @@ def _load_history() -> None:
     readline.set_history_length(HISTORY_LINES)
     with contextlib.suppress(OSError):
         readline.read_history_file(_history_path())
+
+
+@contextlib.contextmanager
+def _kept_out_of_history() -> Iterator[None]:
+    """Within: lines read are not added to the line history."""
+    try:
+        import readline
+    except ImportError:
+        yield
+        return
+    readline.set_auto_history(False)
+    try:
+        yield
+    finally:
+        readline.set_auto_history(True)
 
 
 def _save_history() -> None:

@@ -135,6 +135,42 @@ class Client:
         body = protocol.refresh_body(server, reconnect)
         return dict(self._call("POST", f"{protocol.API}/mcp/refresh", body))
 
+    # -- branching (docs/branching.md) ---------------------------------------------------
+
+    def fork(
+        self, ws_id: str, at: int | None = None, *, name: str | None = None, copy_folder: bool = False
+    ) -> Workstream:
+        """A new workstream whose conversation is this one's up to message `at` (None: all)."""
+        body = protocol.fork_body(at, name, copy_folder)
+        return Workstream.from_json(self._call("POST", ws_path(ws_id, "/fork"), body))
+
+    def rewind(self, ws_id: str, to: int) -> dict[str, Any]:
+        """Keep the messages up to message `to`; those after it go into a branch."""
+        return dict(self._call("POST", ws_path(ws_id, "/rewind"), {"to": to}))
+
+    def branches(self, ws_id: str) -> list[dict[str, Any]]:
+        return list((self._call("GET", ws_path(ws_id, "/branches")))["branches"])
+
+    def branch(self, ws_id: str, branch_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", protocol.branch_path(ws_id, branch_id)))
+
+    def restore(self, ws_id: str, branch_id: str) -> dict[str, Any]:
+        return dict(self._call("POST", protocol.branch_path(ws_id, branch_id, "/restore")))
+
+    def edit(
+        self, ws_id: str, message_id: int, message: str, idempotency_key: str | None = None
+    ) -> SendReceipt:
+        """Send `message` in place of the user message `message_id` (the old one kept in a branch)."""
+        path = ws_path(ws_id, f"/messages/{int(message_id)}/edit")
+        return protocol.receipt(
+            self._call("POST", path, {"message": message}, protocol.key_header(idempotency_key))
+        )
+
+    def retry(self, ws_id: str, idempotency_key: str | None = None) -> SendReceipt:
+        """Send the last user message again (its old answer kept in a branch)."""
+        path = ws_path(ws_id, "/retry")
+        return protocol.receipt(self._call("POST", path, {}, protocol.key_header(idempotency_key)))
+
     # -- a turn ----------------------------------------------------------------------
 
     def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:

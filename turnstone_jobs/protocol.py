@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from turnstone_jobs.errors import ApiError, ServerError, api_error
-from turnstone_jobs.results import ApprovalItem, Decision, Event, ToolResult, TurnResult
+from turnstone_jobs.results import ApprovalItem, Decision, Event, SendReceipt, ToolResult, TurnResult
 
 API = "/v1/api"
 END_STATES = ("idle", "error")
@@ -28,6 +28,10 @@ def refresh_body(server: str | None, reconnect: bool) -> dict[str, Any]:
 
 def ws_path(ws_id: str, suffix: str = "") -> str:
     return f"{API}/workstreams/{quote(ws_id, safe='')}{suffix}"
+
+
+def branch_path(ws_id: str, branch_id: str, suffix: str = "") -> str:
+    return ws_path(ws_id, f"/branches/{quote(branch_id, safe='')}{suffix}")
 
 
 def socket_url(base_url: str, ws_id: str, after: int) -> str:
@@ -211,3 +215,20 @@ def close_code(exc: BaseException) -> int | None:
     """The close code the server sent, for a websockets ConnectionClosed; else None."""
     received = getattr(exc, "rcvd", None)
     return getattr(received, "code", None)
+
+
+def fork_body(at: int | None, name: str | None, copy_folder: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"copy_folder": copy_folder}
+    if at is not None:
+        body["at"] = at
+    if name is not None:
+        body["name"] = name
+    return body
+
+
+def key_header(idempotency_key: str | None) -> dict[str, str] | None:
+    return {"Idempotency-Key": idempotency_key} if idempotency_key else None
+
+
+def receipt(data: dict[str, Any]) -> SendReceipt:
+    return SendReceipt(str(data["turn_id"]), str(data["status"]))

@@ -23,6 +23,7 @@ class Workstream:
     skill: str | None = None
     tool_search: dict[str, Any] | None = None
     network: str | None = None  # where its commands may connect: none, proxy or host
+    forked_from: str | None = None  # a fork: the workstream it was copied from
     pending_approvals: list[ApprovalItem] = field(default_factory=list)
     queued_messages: int = 0
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -40,6 +41,7 @@ class Workstream:
             skill=_text(data, "skill"),
             tool_search=data.get("tool_search") if isinstance(data.get("tool_search"), dict) else None,
             network=_text(data, "network"),
+            forked_from=_text(data, "forked_from"),
             pending_approvals=[ApprovalItem.from_json(i) for i in data.get("pending_approvals") or []],
             queued_messages=int(data.get("queued_messages") or 0),
             raw=data,

@@ -5,12 +5,15 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 
 from app.gateway import registry
 from app.settings import GATEWAY_KIND, NotifySettings
 from app.storage.database import Database
 
 log = logging.getLogger(__name__)
+
+REGISTRATION_GRACE_SECONDS = 60.0  # a first start's migrations take a few seconds; a minute is wrong
 
 
 class Heartbeat:
@@ -35,8 +38,10 @@ class Heartbeat:
                 log.warning("gateway: could not remove its services row")
 
     def _run(self) -> None:
-        # Before the migrations ran (the web process runs them) the table may be missing: a failed
-        # beat is logged and tried again, never fatal.
+        # Before the migrations ran (the web process runs them, at the same start) the table may
+        # be missing: a failed first registration is tried again each second, quietly for the
+        # migrations' first minute; any later failure is logged. Never fatal.
+        quiet_until = time.monotonic() + REGISTRATION_GRACE_SECONDS
         while not self._stop.is_set():
             try:
                 if self.service_id is None:
@@ -45,5 +50,7 @@ class Heartbeat:
                 else:
                     registry.heartbeat(self.db, self.service_id, GATEWAY_KIND, self.url)
             except Exception as exc:  # noqa: BLE001 - the database may be down a while
-                log.warning("gateway: heartbeat failed: %s", type(exc).__name__)
+                waiting = self.service_id is None and time.monotonic() < quiet_until
+                level = logging.DEBUG if waiting else logging.WARNING
+                log.log(level, "gateway: heartbeat failed: %s", type(exc).__name__)
             self._stop.wait(self.interval if self.service_id else min(self.interval, 1.0))

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 from flask import Blueprint, current_app, jsonify, request
 
 from app.gateway import channels, tokens
-from app.gateway.platforms import DeliveryError, Note, deliver
 from app.gateway.request import NotifyRequest, RequestError
 from app.settings import NOTIFY_CONNECT_TIMEOUT_SECONDS, NotifySettings
 from app.storage.database import Database
@@ -79,6 +77,12 @@ def _name(link: Any) -> str:
 
 
 def _deliver_all(wanted: NotifyRequest, targets: list[tuple[str, str, dict[str, str]]]) -> Any:
+    # httpx (and the console libraries it brings) at the first delivery: an idle gateway, as a
+    # local run keeps one whether or not anyone is notified, does without its ~8 MiB.
+    import httpx
+
+    from app.gateway.platforms import DeliveryError, Note, deliver
+
     note = Note(wanted.message, wanted.title)
     delivered: list[str] = []
     failed: list[dict[str, str]] = []

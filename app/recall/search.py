@@ -25,7 +25,7 @@ _SQLITE = (
     f"snippet(message_search, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '…', {SNIPPET_WORDS}) AS snippet "
     "FROM message_search JOIN messages m ON m.id = message_search.rowid "
     "JOIN workstreams w ON w.id = m.ws_id "
-    "WHERE message_search MATCH :match AND m.ws_id IN ({owned}) "
+    "WHERE message_search MATCH :match AND m.ws_id IN ({owned}) AND m.branch_id IS NULL "
     "AND (m.turn_id IS NULL OR m.turn_id != :turn) "
     "ORDER BY message_search.rowid DESC LIMIT :limit"
 )
@@ -45,7 +45,7 @@ _PG_AMONG = "(SELECT message_id, tsv FROM message_search WHERE message_id = ANY(
 # few rows the limit keeps, never on every match.
 _POSTGRES = (
     "WITH hits AS (SELECT s.message_id FROM {source} s JOIN messages m ON m.id = s.message_id "
-    "WHERE s.tsv @@ ({tsquery}) AND m.ws_id IN ({owned}) "
+    "WHERE s.tsv @@ ({tsquery}) AND m.ws_id IN ({owned}) AND m.branch_id IS NULL "
     "AND (m.turn_id IS NULL OR m.turn_id != :turn) ORDER BY s.message_id DESC LIMIT :limit) "
     "SELECT m.id, m.ws_id, w.name AS workstream, m.role, m.name AS tool, m.created_at, "
     "ts_headline('simple', message_search_text(m.content, m.tool_calls), ({tsquery}), "

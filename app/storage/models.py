@@ -98,6 +98,12 @@ class Workstream(SQLModel, table=True):
     skill_content: str | None = Field(default=None, sa_column=Column(SafeText))
     # Where its commands may connect (app/sandbox/settings.py NETWORKS): none, proxy or host.
     network: str = Field(default="none", max_length=16, sa_column_kwargs={"server_default": "none"})
+    # A fork (app/engine/life/branches.py): the workstream it was copied from, and the id there of
+    # the last message it copied.
+    forked_from: str | None = Field(default=None, max_length=32)
+    forked_at: int | None = None
+    # Bumped by every rewind and restore: a worker's copy of the conversation is then read anew.
+    history_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class Turn(SQLModel, table=True):
@@ -147,6 +153,25 @@ class Message(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     # user: who wrote it when not a person ("watch": a watch's result); None for a person
     origin: str | None = Field(default=None, max_length=32)
+    # The branch a rewind moved it to (app/engine/life/branches.py); None: in the conversation.
+    branch_id: str | None = Field(default=None, max_length=32, index=True)
+
+
+class Branch(SQLModel, table=True):
+    """Messages a rewind took out of a workstream's conversation (app/engine/life/branches.py):
+    every one after `after_message_id`, each still a row of `messages` marked with this id."""
+
+    __tablename__ = "branches"
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    after_message_id: int  # the last message the conversation kept (0: none)
+    reason: str = Field(max_length=16)  # rewind, edit, retry, restore
+    created_by: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+    message_count: int
+    preview: str = Field(sa_column=Column(SafeText, nullable=False))  # its first message, cut short
+    idempotency_key: str | None = Field(default=None, max_length=200)  # an edit's: its retry finds it
 
 
 class ToolCall(SQLModel, table=True):

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from app.errors import ServiceError
+from app.errors import ServiceError, check_text
 from app.users import accounts, tokens
 from app.users.passwords import PasswordError
 from app.users.principal import OPERATOR_NAME
@@ -123,19 +123,22 @@ def _approve(store: Store, args: argparse.Namespace) -> None:
     """Needs the whole runtime: a decision publishes events and may enqueue the tool batch."""
     from app.engine.life import approvals
     from app.runtime import Runtime
+    from app.web.commands import checked_feedback
 
     user = accounts.get(store, args.as_user.strip().lower()) if args.as_user else None
-    decision = approvals.Decision(
-        approved=not args.deny,
-        feedback=args.feedback or None,
-        always=args.always,
-        call_id=args.call_id,
-        by=user.name if user else OPERATOR_NAME,
-        by_id=user.id if user else None,
-        via="cli",
-    )
+    if args.feedback:  # from argv: a byte that is not UTF-8 arrives as a lone surrogate
+        check_text("feedback", args.feedback, None)
     rt = Runtime.create(store.settings)
     try:
+        decision = approvals.Decision(
+            approved=not args.deny,
+            feedback=checked_feedback(rt, args.feedback),
+            always=args.always,
+            call_id=args.call_id,
+            by=user.name if user else OPERATOR_NAME,
+            by_id=user.id if user else None,
+            via="cli",
+        )
         result = approvals.decide(rt, path_id("workstream", args.ws_id), decision)
     finally:
         rt.close()

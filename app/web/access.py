@@ -49,6 +49,14 @@ RULES: dict[str, Rule] = {
     "api.list_watches": Rule(Scope.READ, owned=True),
     "api.cancel_watch": Rule(Scope.WRITE, owned=True),
     "api.openapi": PUBLIC,
+    # branching (app/web/branches.py)
+    "branches.fork": Rule(Scope.WRITE, owned=True),
+    "branches.rewind": Rule(Scope.WRITE, owned=True),
+    "branches.list_branches": Rule(Scope.READ, owned=True),
+    "branches.get_branch": Rule(Scope.READ, owned=True),
+    "branches.restore": Rule(Scope.WRITE, owned=True),
+    "branches.edit": Rule(Scope.WRITE, owned=True),
+    "branches.retry": Rule(Scope.WRITE, owned=True),
     # attachments and previews (app/web/previews.py); content is reached by a signed link
     "previews.attach": Rule(Scope.WRITE, owned=True),
     "previews.list_attachments": Rule(Scope.READ, owned=True),

@@ -8,7 +8,7 @@ from typing import Any
 from app.engine.life import approvals, cancel, turns
 from app.engine.publishing.outbox import Defer
 from app.engine.subagents import decisions
-from app.errors import BadRequestError
+from app.errors import BadRequestError, PayloadTooLargeError
 from app.runtime import Runtime
 from app.settings import MAX_ID_CHARS, MAX_NAME_CHARS
 from app.users.principal import Principal
@@ -52,7 +52,7 @@ def approve(
     """`by` decides through `via` (http, websocket, cli): both are stored on the calls decided."""
     decision = approvals.Decision(
         approved=field(body, "approved", bool, required=True),
-        feedback=field(body, "feedback", str) or None,
+        feedback=checked_feedback(rt, field(body, "feedback", str)),
         always=field(body, "always", bool, default=False),
         call_id=field(body, "call_id", str, max_chars=MAX_NAME_CHARS),
         by=by.name,
@@ -61,6 +61,17 @@ def approve(
     )
     child = field(body, "child_ws_id", str, max_chars=MAX_ID_CHARS)
     return 200, decisions.decide(rt, ws_id, decision, child).as_dict()
+
+
+def checked_feedback(rt: Runtime, feedback: str | None) -> str | None:
+    """A decision's feedback reaches the model as a message does (a user message after the
+    results, or in a denied call's result): the same limit, in UTF-8 bytes."""
+    if feedback and len(feedback.encode()) > rt.settings.max_message_bytes:
+        raise PayloadTooLargeError(
+            f"feedback: {len(feedback.encode())} bytes; the limit is {rt.settings.max_message_bytes}",
+            field="feedback",
+        )
+    return feedback or None
 
 
 def cancel_turn(rt: Runtime, ws_id: str, body: dict[str, Any], by: str) -> tuple[int, dict[str, Any]]:

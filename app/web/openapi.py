@@ -268,7 +268,11 @@ OPENAPI: dict[str, Any] = {
                 "required": ["approved"],
                 "properties": {
                     "approved": {"type": "boolean"},
-                    "feedback": {"type": "string", "pattern": _TEXT},
+                    "feedback": {
+                        "type": "string",
+                        "pattern": _TEXT,
+                        "description": "to the model; at most 256 KiB of UTF-8, as a message (else 413)",
+                    },
                     "always": {"type": "boolean"},
                     "call_id": {
                         "type": "string",

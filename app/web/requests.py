@@ -23,6 +23,9 @@ _MISSING = object()
 _DISCARD_CHUNK = 64 * 1024
 
 
+BODY_STALLED = "turnstone.body_stalled"  # environ key: the body's read ran out of time
+
+
 def json_body() -> dict[str, Any]:
     """The body as a JSON object, whatever its Content-Type says (curl's `-d` says form)."""
     limit = request.max_content_length
@@ -32,6 +35,7 @@ def json_body() -> dict[str, Any]:
         # get_data before anything touches request.form: a form parse would swallow the body.
         raw = request.get_data(cache=True)
     except ClientDisconnected:  # the server's read timeout, or the client hung up mid-body
+        request.environ[BODY_STALLED] = True  # nothing more to wait for: see discard_body
         raise BadRequestError(
             "body: shorter than its Content-Length (the rest did not arrive in time)", field="body"
         ) from None
@@ -60,6 +64,8 @@ def discard_body() -> None:
     been read already); past that the server closes the connection after its answer."""
     stream = request.environ.get("wsgi.input")
     length = request.content_length
+    if request.environ.get(BODY_STALLED):
+        return  # its read timed out already: a second wait would only delay the answer
     if stream is None or (length is not None and length > MAX_DISCARD_BYTES):
         return  # not worth reading: the server drops the connection after the answer
     if length is None and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():

@@ -1,4 +1,4 @@
-"""A web worker with a 1-second body read timeout, so a test of a stalled client takes 1 s, not 30."""
+"""A web worker with a 1-second body read timeout, so a test of a stalled client takes 3 s, not 30."""
 
 from __future__ import annotations
 
@@ -6,4 +6,4 @@ from app.web.gunicorn_worker import JsonThreadWorker
 
 
 class ShortReadTimeoutWorker(JsonThreadWorker):
-    read_timeout = 1.0
+    read_timeout = 3.0

@@ -23,7 +23,7 @@ from app import create_app
 from app.previews import links, store
 from app.settings import Settings
 from app.storage.database import Database
-from app.storage.models import Watch
+from app.storage.models import Branch, Message, Watch
 from app.web.access import OWNED_PARAMS, RULES, SOCKET_COMMANDS, SOCKET_ENDPOINT, Rule
 from tests.integration.hostile import PATH_IDS, RAW_BODIES
 from tests.integration.people import People, Person
@@ -57,6 +57,22 @@ class World:
     def fresh_workstream(self) -> str:
         """A workstream of the owner's to delete (DELETE must not take the shared one)."""
         return self.owner.api(self.services).create_workstream()
+
+    def fresh_branch(self) -> str:
+        """A branch of the shared workstream (a restore takes the one it restores)."""
+        branch = Branch(id=uuid.uuid4().hex, ws_id=self.ws_id, after_message_id=0, reason="rewind",
+                        message_count=0, preview="")  # fmt: skip
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            s.add(branch)
+        return branch.id
+
+    def fresh_message(self) -> str:
+        """A user message of the shared workstream's conversation (an edit takes the one it edits)."""
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            row = Message(ws_id=self.ws_id, role="user", content="an old message")
+            s.add(row)
+            s.flush()
+            return str(row.id)
 
 
 @pytest.fixture(scope="session")
@@ -147,6 +163,8 @@ def fill(path: str, world: World, method: str = "GET") -> str:
         "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
         "filename": lambda: "style.css",
         "path": lambda: "style.css",
+        "branch_id": world.fresh_branch,
+        "message_id": world.fresh_message,
     }
     out = path
     while "<" in out:

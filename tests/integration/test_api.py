@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from app import redis_keys
+from app.settings import DEFAULT_MAX_MESSAGE_BYTES
 from app.taskqueue import MODEL_QUEUE
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.client import Api
@@ -266,7 +267,8 @@ def test_a_10_mb_body_is_read_before_the_answer_so_the_client_sees_it(
 
 def test_a_body_shorter_than_its_content_length_is_answered_after_the_read_timeout(services):
     """A client that stops sending must not hold a server thread for ever (here the read
-    timeout is 1 s, by a worker subclass; 30 s in production)."""
+    timeout is 3 s, by a worker subclass; 30 s in production), and is answered once that time
+    has passed, not twice (the answer used to wait for a second read of the rest, to drop it)."""
     base_url = services.start_web(
         worker_class="tests.integration.short_read_worker.ShortReadTimeoutWorker",
         name="web-short-read",
@@ -280,8 +282,9 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_the_read_timeo
         ).encode()
         started = time.monotonic()
         status, _headers, answer = raw_exchange(base_url, head, timeout=20)
+        waited = time.monotonic() - started
         assert status == 400 and json.loads(answer)["field"] == "body"
-        assert time.monotonic() - started < 15
+        assert 3.0 <= waited < 5.0, waited
     finally:
         services.kill("web-short-read")
 
@@ -360,6 +363,47 @@ def test_a_decision_repeated_after_its_call_ran_is_a_no_op(api, model, open_sock
     other_way = api.approve(ws_id, approved=False, call_id=item["call_id"])
     assert other_way.status_code == 409 and "already approved" in other_way.json()["error"]
     assert len(sock.of_type("approval_resolved")) == 1
+
+
+@pytest.mark.parametrize(
+    ("feedback", "status"),
+    [
+        ("x" * (DEFAULT_MAX_MESSAGE_BYTES + 1), 413),  # one byte past a message's limit
+        ("\u00e9" * (DEFAULT_MAX_MESSAGE_BYTES // 2 + 1), 413),  # past it in UTF-8, not in characters
+        ("x" * (1024 * 1024), 413),  # the 1 MB the issue saw accepted
+        ("a\x00b", 400),
+        ("\ud800", 400),
+        (12, 400),
+        (["no"], 400),
+        ({"deep": {"er": {}}}, 400),
+    ],
+    ids=["one-byte-over", "utf8-over", "1mb", "nul", "lone-surrogate", "number", "list", "object"],
+)
+def test_hostile_approval_feedback_is_a_json_4xx_and_decides_nothing(
+    api, model, open_socket, workdir, feedback, status
+):
+    ws_id = api.create_workstream(working_dir=str(workdir))
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo ran"})]))
+    model.enqueue(Reply(text="ok"))
+    turn_id = api.send(ws_id, "x")
+    [item] = sock.wait_type("approve_request")["items"]
+    refused = api.http.post(  # json.dumps escapes a lone surrogate as JSON may (httpx cannot encode it)
+        f"/v1/api/workstreams/{ws_id}/approve", content=json.dumps({"approved": False, "feedback": feedback})
+    )
+    assert refused.status_code == status, refused.text[:300]
+    assert refused.headers["content-type"] == "application/json" and refused.json()["field"] == "feedback"
+    sock.send(
+        {"type": "approve", "approved": False, "feedback": feedback, "request_id": 7}
+    )  # the socket's way
+    reply = sock.wait_reply()
+    assert reply["status"] == status and reply["body"]["field"] == "feedback", reply
+    at_limit = "y" * DEFAULT_MAX_MESSAGE_BYTES  # the limit itself is allowed
+    decided = api.approve(ws_id, approved=False, feedback=at_limit)
+    assert decided.status_code == 200 and decided.json()["decided"] == [item["call_id"]]
+    sock.wait_turn_end(turn_id)
+    result = sock.wait_type("tool_result")
+    assert result["is_error"] and result["output"].startswith("Denied by user: yyy")
 
 
 # -- a send's answer ---------------------------------------------------------------------

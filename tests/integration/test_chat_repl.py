@@ -105,7 +105,7 @@ def test_an_answer_streams_as_rendered_markdown_block_by_block(chat, model, api)
     assert api.history(repl.ws_id)[-1]["content"].endswith("Second paragraph here.")
 
 
-def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(chat, model, api):
+def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(chat, model, api, tmp_path):
     repl = chat("--new", "approvals")
     model.enqueue(Reply(tool_calls=[bash("echo from-bash-$((40+2))")]))
     model.enqueue(Reply(text="It printed the number."))
@@ -127,6 +127,13 @@ def test_a_bash_call_asks_and_runs_after_y_and_is_denied_with_feedback_after_n(c
     repl.expect("Understood.")
     repl.prompt()
     assert model.history[-1].body["messages"][-1]["content"] == "Denied by user: not in this folder"
+    # The answers are not lines to recall: Up, Up at the prompt brings back the two messages.
+    repl.child.send("\x1b[A\x1b[A")
+    repl.child.expect_exact("run it")
+    repl.child.sendcontrol("u")  # the recalled line cleared, then leave: the history is saved
+    repl.child.sendeof()
+    repl.child.expect(pexpect.EOF)
+    assert (tmp_path / ".turnstone_jobs_history").read_text().splitlines()[-2:] == ["run it", "make a file"]
 
 
 def test_the_specs_feedback_form_y_comma_feedback_approves_and_the_model_gets_the_feedback(chat, model, api):
@@ -260,7 +267,8 @@ def test_slash_commands_show_workstreams_history_watches_mcp_and_skills(chat, mo
     repl.expect("no watches")
     repl.say("/mcp")
     repl.expect("(MCP servers|tools)")
-    repl.say("/skill")
+    repl.say("/skill")  # none imported: said so, not an empty line
+    repl.expect("no skills: `turnstone-jobs skills import DIR` adds some")
     repl.prompt()
     repl.say(f"/switch {other}")
     repl.expect(f"workstream the other one \\({other}\\)")
@@ -320,3 +328,54 @@ def test_slash_deny_decides_a_call_another_client_started_and_follows_the_turn(c
     repl.prompt()
     resolved = sock.wait_type("approval_resolved")
     assert (resolved["approved"], resolved["feedback"], resolved["via"]) == (False, "too risky", "http")
+
+
+def test_rewind_retry_edit_branches_restore_and_fork_in_the_terminal(chat, model, api):
+    repl = chat("--new", "branchy")
+    model.enqueue(Reply(text="answer one"))
+    repl.say("question one")
+    repl.expect("answer one")
+    repl.prompt()
+    model.enqueue(Reply(text="answer two"))
+    repl.say("question two")
+    repl.expect("answer two")
+    repl.prompt()
+    repl.say("/rewind")
+    repl.expect(r"2 message\(s\) kept in branch (\w+)")
+    kept = repl.child.match.group(1)
+    repl.prompt()
+    assert [m["content"] for m in api.history(repl.ws_id)] == ["question one", "answer one"]
+    model.enqueue(Reply(text="answer one, again"))
+    repl.say("/retry")
+    repl.expect("answer one, again")
+    repl.prompt()
+    model.enqueue(Reply(text="answer to the edit"))
+    repl.say("/edit question one, edited")
+    repl.expect("answer to the edit")
+    repl.prompt()
+    repl.say("/branches")
+    repl.expect(r"(\w+)  retry ")
+    retried = repl.child.match.group(1)
+    repl.prompt()
+    repl.say(f"/restore {kept}")  # it followed "answer one", which the retry took out
+    repl.expect("restore the branch that holds it first")
+    repl.prompt()
+    repl.say(f"/restore {retried}")
+    repl.expect(f"branch {retried} restored")
+    repl.prompt()
+    repl.say(f"/restore {kept}")
+    repl.expect(f"branch {kept} restored")
+    repl.prompt()
+    assert [m["content"] for m in api.history(repl.ws_id)][-2:] == ["question two", "answer two"]
+    repl.say("/fork try b")
+    repl.expect(r"workstream try b \((\w+)\)")
+    fork_id = repl.child.match.group(1)
+    repl.name = "try b"
+    repl.prompt()
+    assert api.workstream(fork_id)["forked_from"] == repl.ws_id
+    repl.say("/rewind x")
+    repl.expect("usage: /rewind")
+    repl.prompt()
+    repl.say("/restore no-such-branch")
+    repl.expect("error: ")
+    repl.prompt()

@@ -165,3 +165,36 @@ def test_a_read_with_nothing_new_is_one_query_that_loads_no_row(db):
     rows, queries, loaded = loaded_noting(db, cache, ws)
     assert len(rows) == 20 and queries == 1 and loaded == []
     assert read(db, ConversationCache(), ws) == rows  # a new copy reads them all, the same
+
+
+def test_a_restore_that_swaps_as_many_rows_as_it_takes_is_read_anew(db):
+    """A restore (app/engine/life/branches.py) marks the conversation's tail as a branch and
+    unmarks another as many rows long, adding none: the count alone cannot tell, the
+    workstream's history version does."""
+    from sqlalchemy import update
+
+    from app.storage.models import Workstream
+
+    ws = add_workstream(db, "ws1")
+    cache = ConversationCache()
+    first = [add_message(db, ws, "user", "q"), add_message(db, ws, "assistant", "a")]
+    old = [add_message(db, ws, "user", "q2"), add_message(db, ws, "assistant", "old answer")]
+    assert [r.id for r in read(db, cache, ws)] == first + old
+
+    def move(tail: list[int], branch: str | None, back: list[int] | None = None) -> None:
+        with db.session() as s:
+            s.exec(update(Message).where(Message.id.in_(tail)).values(branch_id=branch))
+            if back:
+                s.exec(update(Message).where(Message.id.in_(back)).values(branch_id=None))
+            s.exec(
+                update(Workstream)
+                .where(Workstream.id == ws)
+                .values(history_version=Workstream.history_version + 1)
+            )
+
+    move(old, "b1")  # rewound
+    new = [add_message(db, ws, "user", "q2"), add_message(db, ws, "assistant", "new answer")]
+    assert [r.content for r in read(db, cache, ws)] == ["q", "a", "q2", "new answer"]
+    move(new, "b2", back=old)  # the old answer restored
+    assert fields(read(db, cache, ws)) == fields(whole(db, ws))
+    assert [r.content for r in read(db, cache, ws)] == ["q", "a", "q2", "old answer"]

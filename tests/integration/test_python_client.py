@@ -4,10 +4,12 @@ process dying, and errors a caller can tell apart (never a bare HTTP code)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,46 @@ def test_the_readme_example_runs_against_the_service(services, model, workdir: P
     assert done.returncode == 0, done.stderr
     assert "There is one file: notes.txt" in done.stdout
     assert "bash" in done.stdout and "notes.txt" in done.stdout  # the approved call and its output
+
+
+def test_both_clients_branch_a_conversation(client, services, model, workdir):
+    """Rewind, restore, edit, retry and fork (docs/branching.md) through Client and AsyncClient."""
+    ws = client.create_workstream("branchy", working_dir=str(workdir))
+    model.enqueue(Reply(text="one"))
+    client.send_and_wait(ws.ws_id, "first")
+    model.enqueue(Reply(text="two"))
+    client.send_and_wait(ws.ws_id, "second")
+    ids = [m.raw["id"] for m in client.history(ws.ws_id).messages]
+
+    done = client.rewind(ws.ws_id, ids[1])
+    assert done["archived"] == 2 and [b["id"] for b in client.branches(ws.ws_id)] == [done["branch"]]
+    assert [m["content"] for m in client.branch(ws.ws_id, done["branch"])["messages"]] == ["second", "two"]
+    assert client.restore(ws.ws_id, done["branch"])["restored"] == done["branch"]
+    assert [m.content for m in client.history(ws.ws_id).messages] == ["first", "one", "second", "two"]
+
+    model.enqueue(Reply(text="two, edited"))
+    receipt = client.edit(ws.ws_id, ids[2], "second, edited", idempotency_key="e1")
+    assert client.edit(ws.ws_id, ids[2], "second, edited", idempotency_key="e1") == receipt
+    while client.workstream(ws.ws_id).active_turn_id is not None:
+        time.sleep(0.05)
+    with pytest.raises(NotFoundError):
+        client.edit(ws.ws_id, 2**31 - 1, "no such message")
+    fork = client.fork(ws.ws_id, ids[1], name="from one")
+    assert fork.forked_from == ws.ws_id and [m.content for m in client.history(fork.ws_id).messages] == [
+        "first",
+        "one",
+    ]
+
+    async def retried() -> list[str]:
+        async with AsyncClient(services.base_url, API_TOKEN) as aio:
+            model.enqueue(Reply(text="two, retried"))
+            await aio.retry(ws.ws_id)
+            while (await aio.workstream(ws.ws_id)).active_turn_id is not None:
+                await asyncio.sleep(0.05)
+            reasons = [b["reason"] for b in await aio.branches(ws.ws_id)]
+            with pytest.raises(ConflictError):
+                await aio.retry((await aio.create_workstream("empty")).ws_id)
+            return reasons
+
+    assert run_apart(retried()) == ["retry", "edit"]
+    assert [m.content for m in client.history(ws.ws_id).messages][-1] == "two, retried"

@@ -218,3 +218,14 @@ def test_an_owners_old_match_is_found_under_many_newer_ones_of_another(db):
         add_message(db, theirs, "user", f"bob's okapi note {n}")
     out, _ = recall(db, mine, query="okapi")
     assert out.count("\n\n") == 0 and "alice's old «okapi» note" in out
+
+
+def test_messages_a_rewind_took_out_are_not_found(db):
+    """recall follows the conversation: a message in a branch (app/engine/life/branches.py)
+    is not found until it is restored."""
+    ws = add_workstream(db, "ws_rewound", "rewound")
+    kept = add_message(db, ws, "user", "the kept zeppelin plan")
+    taken = add_message(db, ws, "user", "the discarded zeppelin plan", branch_id="b1")
+    out, err = recall(db, ws, query="zeppelin")
+    assert not err and "kept «zeppelin»" in out and "discarded" not in out, out
+    assert kept < taken

@@ -131,6 +131,19 @@ def test_decisions_over_http_and_the_cli_record_who_and_through_what(services, p
         model.enqueue(Reply(text="second done"))
         second = a.send(ws_id, "second")
         sock.wait_type("approve_request", turn_id=second)
+        # A byte that is not UTF-8 in argv arrives as a lone surrogate: one line, nothing decided.
+        hostile = subprocess.run(
+            [str(BIN / "turnstone-jobs"), "approve", ws_id, "--deny", "--feedback", b"not \xff today"],
+            env=services.env,
+            cwd=ROOT,
+            capture_output=True,
+            timeout=60,
+        )
+        assert (
+            hostile.returncode == 1
+            and b"\nturnstone-jobs: feedback: contains a lone" in b"\n" + hostile.stderr
+        ), hostile
+        assert b"Traceback" not in hostile.stderr
         out = cli(services, "approve", ws_id, "--deny", "--feedback", "not today", "--as", alice.name)
         assert out.returncode == 0, out.stderr
         assert "denied" in out.stdout

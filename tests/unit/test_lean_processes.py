@@ -48,6 +48,9 @@ time.sleep(0.5)
     "beat": "import beat.__main__",
     # The web process after create_app (flask is its own, so not asked about here).
     "web": "import app; app.create_app()",
+    # The channel gateway's worker after create_app: httpx and its console libraries wait for
+    # the first delivery (a local run keeps an idle gateway whether or not anyone is notified).
+    "gateway": "from app.gateway import create_app; create_app(heartbeat=False)",
     # gunicorn's master as the Procfile starts it: its command line and our config module read,
     # our worker class loaded (the master does, to check it), the start hook run. It forks the
     # workers and restarts them; nothing of the service, its settings or its metrics is its use.
@@ -97,7 +100,7 @@ def _has(loaded: list[str], name: str) -> bool:
 @pytest.mark.parametrize("process", sorted(BOOT))
 def test_a_process_starts_without_the_libraries_it_does_not_use(process: str, tmp_path: Path) -> None:
     loaded = _loaded(BOOT[process], tmp_path)
-    expected_absent = [m for m in LAZY if not (process == "web" and m == "flask")]
+    expected_absent = [m for m in LAZY if not (process in ("web", "gateway") and m == "flask")]
     if process != "worker":
         expected_absent += WORKER_ONLY
     if process == "master":
@@ -106,7 +109,12 @@ def test_a_process_starts_without_the_libraries_it_does_not_use(process: str, tm
 
 
 def test_the_lean_entry_points_take_celerys_own_options() -> None:
-    for module, words in (("workers", "--concurrency"), ("beat", "--schedule")):
+    # The worker's own addition: beat on one of its threads (a local run's, workers/beat_thread.py).
+    for module, words in (
+        ("workers", "--beat-schedule"),
+        ("workers", "--concurrency"),
+        ("beat", "--schedule"),
+    ):
         done = subprocess.run(
             [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
         )

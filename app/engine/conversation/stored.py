@@ -15,7 +15,9 @@ from app.tools.files import images
 
 
 def messages(s: Session, ws_id: str) -> list[Message]:
-    return list(s.exec(select(Message).where(Message.ws_id == ws_id).order_by(col(Message.id))).all())
+    """The workstream's conversation: its messages not in a branch, in order."""
+    rows = select(Message).where(Message.ws_id == ws_id, col(Message.branch_id).is_(None))
+    return list(s.exec(rows.order_by(col(Message.id))).all())
 
 
 def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:

@@ -79,10 +79,7 @@ def send(
     With `defer`, what follows the commit (the first step's task, the events) is handed to it
     (`outbox.ordered`): the caller answers first and runs it after.
     """
-    if len(message.encode()) > rt.settings.max_message_bytes:
-        raise PayloadTooLargeError(
-            f"message is {len(message.encode())} bytes; the limit is {rt.settings.max_message_bytes}"
-        )
+    check_size(rt, message)
     if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
         return Sent(earlier.id, TurnStatus(earlier.status))
     turn = _NewTurn(new_id(), ws_id, message, origin, idempotency_key, utcnow())
@@ -94,6 +91,14 @@ def send(
             raise
         return Sent(earlier.id, TurnStatus(earlier.status))
     return Sent(turn.id, TurnStatus.ACTIVE if started else TurnStatus.QUEUED)
+
+
+def check_size(rt: Runtime, message: str) -> None:
+    """PayloadTooLargeError for a message past `max_message_bytes`."""
+    if len(message.encode()) > rt.settings.max_message_bytes:
+        raise PayloadTooLargeError(
+            f"message is {len(message.encode())} bytes; the limit is {rt.settings.max_message_bytes}"
+        )
 
 
 def _store(rt: Runtime, turn: _NewTurn, defer: Defer | None) -> bool:

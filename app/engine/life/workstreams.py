@@ -18,6 +18,7 @@ from app.sandbox import folders
 from app.skills import store as skills
 from app.skills.fields import render
 from app.storage.models import (
+    Branch,
     CallStatus,
     Memory,
     Message,
@@ -135,6 +136,7 @@ def summary(ws: Workstream, children_waiting: bool = False) -> dict[str, Any]:
         "created_at": ws.created_at.isoformat(),
         "owner_id": ws.owner_id,
         "skill": ws.skill,
+        **({"forked_from": ws.forked_from, "forked_at": ws.forked_at} if ws.forked_from else {}),
     }
 
 
@@ -216,7 +218,7 @@ def delete(rt: Runtime, ws_id: str) -> list[str]:
             raise ConflictError(f"workstream {ws_id} has a turn running or queued: cancel it first")
         for member in reversed(members):  # sub-agents before their parents
             preview_store.forget_workstream(s, member)
-            for table in (Memory, Watch, ToolCall, Message, Turn):  # its memories: workstream-scoped
+            for table in (Memory, Watch, ToolCall, Message, Branch, Turn):  # its memories: workstream-scoped
                 s.execute(delete_rows(table).where(col(table.ws_id) == member))
             s.execute(delete_rows(Workstream).where(col(Workstream.id) == member))
     rt.owners.forget(members)

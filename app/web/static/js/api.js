@@ -47,6 +47,13 @@ export const api = {
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
   remove: (id) => call("DELETE", ws(id)),
+  // Branching (docs/branching.md)
+  rewind: (id, to) => call("POST", `${ws(id)}/rewind`, { to }),
+  branches: (id) => call("GET", `${ws(id)}/branches`).then((d) => d.branches),
+  restore: (id, branchId) => call("POST", `${ws(id)}/branches/${encodeURIComponent(branchId)}/restore`),
+  edit: (id, messageId, message) => call("POST", `${ws(id)}/messages/${Number(messageId)}/edit`, { message }),
+  retry: (id) => call("POST", `${ws(id)}/retry`, {}),
+  fork: (id, at) => call("POST", `${ws(id)}/fork`, at ? { at } : {}),
   previews: (id) => call("GET", `${ws(id)}/previews`).then((d) => d.previews),
   preview: (previewId) => call("GET", `/previews/${encodeURIComponent(previewId)}`),
   attach: (id, file) => upload(`${ws(id)}/attachments`, file),

@@ -34,6 +34,10 @@ const view = new WorkstreamView(
     onPreview: (e) => previews.opened(e).catch(handleError),
     onDeleted: (wsId) => forget(wsId),
     onWatch: (watch) => watches.apply(watch),
+    onForked: async (ws) => {
+      await sidebar.refresh().catch(handleError);
+      await select(ws.ws_id);
+    },
   },
 );
 

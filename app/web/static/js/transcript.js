@@ -14,8 +14,8 @@ import { renderMarkdown } from "./markdown.js";
 import { SubagentPanel } from "./subagent.js";
 
 export class Transcript {
-  constructor(root, { onDecide, onState, onTruncated, onWithdraw }) {
-    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw });
+  constructor(root, { onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore }) {
+    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore });
     this.reset();
   }
 
@@ -114,6 +114,7 @@ export class Transcript {
 
   setUser(turn, text, queued = false, origin = null) {
     turn.hasUser = !queued;
+    turn.userText = text;
     const bubble = h("div", { class: "bubble" }, text);
     const watch = origin === "watch" ? " msg-watch" : "";
     const el = h("div", { class: `msg msg-user${watch}${queued ? " is-queued" : ""}` }, bubble);
@@ -122,10 +123,51 @@ export class Transcript {
       const withdraw = h("button", { type: "button", class: "withdraw", title: "Cancel this message before it runs" }, "Cancel");
       withdraw.addEventListener("click", () => this.onWithdraw(turn.id));
       el.append(h("span", { class: "queued-tag" }, "queued ", withdraw));
-    }
+    } else if (!watch && turn.id !== "-" && this.onEdit) el.append(this.actions(turn, bubble, text));
     if (turn.userEl) turn.userEl.replaceWith(el);
     else turn.el.prepend(el);
     turn.userEl = el;
+  }
+
+  // Edit, retry and fork from here (docs/branching.md): shown on hover; retry on the last turn only.
+  actions(turn, bubble, text) {
+    const button = (cls, label, title, onClick) => {
+      const b = h("button", { type: "button", class: `msg-action ${cls}`, title }, label);
+      b.addEventListener("click", onClick);
+      return b;
+    };
+    const edit = button("action-edit", "Edit", "Send a new version of this message (this one is kept)", () => {
+      const box = h("textarea", { class: "edit-box", rows: "3" });
+      box.value = text;
+      const save = button("edit-send", "Send", "Send this version", () => this.onEdit(turn.id, box.value));
+      const cancel = button("edit-cancel", "Cancel", "Keep the message as it is", () => form.replaceWith(bubble));
+      const note = h("span", { class: "edit-note" }, "The old version is kept; files the tools changed stay as they are.");
+      const form = h("div", { class: "edit-form" }, box, h("div", { class: "edit-buttons" }, note, save, cancel));
+      bubble.replaceWith(form);
+      box.focus();
+    });
+    const retry = button("action-retry", "Retry", "Ask again (this answer is kept)", () => this.onRetry(turn.id));
+    const fork = button("action-fork", "Fork", "A new workstream with the conversation up to the end of this turn", () =>
+      this.onFork(turn.id),
+    );
+    return h("span", { class: "msg-actions" }, edit, retry, fork);
+  }
+
+  // Where a rewind, edit or retry left another version: after the turn holding `afterTurnId`
+  // (at the top for none), a line saying so with a button that brings it back.
+  branchMarker(branch, afterTurnId) {
+    const restore = h("button", { type: "button", class: "branch-restore", title: "Bring that version back (this one is kept)" }, "Restore");
+    restore.addEventListener("click", () => this.onRestore(branch.id));
+    const count = `${branch.message_count} message${branch.message_count === 1 ? "" : "s"}`;
+    const el = h(
+      "div",
+      { class: "branch-marker", "data-branch-id": branch.id },
+      h("span", { class: "branch-text" }, `Another version continues here (${branch.reason}, ${count}): "${branch.preview}"`),
+      restore,
+    );
+    const after = afterTurnId ? this.turns.get(afterTurnId) : null;
+    if (after) after.el.after(el);
+    else this.root.prepend(el);
   }
 
   // A watch's result the depth guard kept from starting a turn: shown where it arrived, once.

@@ -12,13 +12,14 @@ export const REPLAY_OVERLAP = 2000;
 const BUSY = new Set(["thinking", "running", "attention"]);
 
 export class WorkstreamView {
-  constructor(els, { onState, onUnauthorized, onPreview, onDeleted, onWatch }) {
+  constructor(els, { onState, onUnauthorized, onPreview, onDeleted, onWatch, onForked }) {
     this.els = els;
     this.onWatch = onWatch || (() => {});
     this.onStateOut = onState;
     this.onUnauthorized = onUnauthorized;
     this.onPreview = onPreview;
     this.onDeleted = onDeleted;
+    this.onForked = onForked;
     this.wsId = null;
     this.stream = null;
     this.historyCursor = 0;
@@ -27,6 +28,11 @@ export class WorkstreamView {
       onState: (state) => this.setState(state),
       onTruncated: (e) => this.truncated(e),
       onWithdraw: (turnId) => this.withdraw(turnId),
+      onEdit: (turnId, text) => this.branching(async (id) => api.edit(id, (await this.turnMessages(turnId)).user, text)),
+      onRetry: () => this.branching((id) => api.retry(id)),
+      onFork: (turnId) =>
+        this.branching(async (id) => this.onForked?.(await api.fork(id, (await this.turnMessages(turnId)).last))),
+      onRestore: (branchId) => this.branching((id) => api.restore(id, branchId)),
     });
   }
 
@@ -65,6 +71,8 @@ export class WorkstreamView {
     if (wsId !== this.wsId) return;
     this.transcript.reset();
     this.transcript.loadHistory(history.messages);
+    await this.showBranches(wsId, history.messages);
+    if (wsId !== this.wsId) return;
     this.historyCursor = history.last_event_id;
     this.transcript.lastId = overlap ? Math.max(0, history.last_event_id - REPLAY_OVERLAP) : history.last_event_id;
     this.transcript.scrollToBottom();
@@ -86,6 +94,29 @@ export class WorkstreamView {
     this.updatePending();
   }
 
+  // Branching (docs/branching.md): each kept version is marked where it continues.
+  async showBranches(wsId, messages) {
+    const branches = await api.branches(wsId).catch(() => []);
+    const turnOf = new Map(messages.map((m) => [m.id, m.turn_id]));
+    for (const branch of branches) this.transcript.branchMarker(branch, turnOf.get(branch.after_message_id));
+  }
+
+  // The ids of a turn's user message and of its last message, from the stored history.
+  async turnMessages(turnId) {
+    const { messages } = await api.history(this.wsId);
+    const mine = messages.filter((m) => m.turn_id === turnId);
+    return { user: mine.find((m) => m.role === "user")?.id, last: mine.at(-1)?.id };
+  }
+
+  // An edit, retry, fork or restore; the server's `branch_changed` event re-reads the history.
+  async branching(action) {
+    try {
+      await action(this.wsId);
+    } catch (err) {
+      this.failed(err);
+    }
+  }
+
   // The header names the active skill; loading one (the skill tool) changes it.
   showSkill(name) {
     if (!this.els.skill) return;
@@ -97,6 +128,10 @@ export class WorkstreamView {
     // Only a preview opened now pops the pane; replayed ones are in the Previews list.
     if (e.type === "preview" && e.id > Math.max(this.historyCursor, this.transcript.lastId)) this.onPreview?.(e);
     if (e.type === "workstream_deleted") return this.onDeleted?.(this.wsId);
+    if (e.type === "branch_changed" && e.id > this.transcript.lastId) {
+      this.transcript.lastId = e.id;
+      return this.load({ overlap: false }).catch((err) => this.failed(err));
+    }
     this.transcript.apply(e);
     if (e.type === "watch") this.onWatch(e.watch);
     if (e.type === "tool_result" && e.name === "skill" && !e.is_error) {
