@@ -295,11 +295,9 @@ def embedded(processes: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def _free_port(host: str) -> int:
-    import socket
+    from app.ports import listen_port
 
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return listen_port(host)
 
 
 if __name__ == "__main__":

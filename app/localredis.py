@@ -7,7 +7,6 @@ The system's `redis-server` when there is one, else the real binary that the
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import redis
 
+from app.ports import listen_port
 from app.supervisor import die_with_parent
 
 
@@ -98,6 +98,4 @@ class PrivateRedis:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return listen_port("127.0.0.1")

@@ -9,7 +9,6 @@ real database (a SQLite file, or a PostgreSQL database made for the run and drop
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import socket
@@ -28,6 +27,7 @@ import redis
 
 from app import presence
 from app.localredis import PrivateRedis, is_reachable
+from app.ports import listen_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -41,34 +41,9 @@ REDIS_LEASE_KEY = "tj:test:lease"
 REDIS_LEASE_SECONDS = 2 * 3600  # longer than a CI run; a crashed run frees its database by then
 
 
-# A port for a server a test starts, from below the kernel's range for outgoing connections: a
-# port the kernel handed out as free is free only until the server binds it, and in between an
-# outgoing connection (a Redis or database client) may be given it, and the server cannot start.
-_GIVEN: set[int] = set()
-LISTEN_PORTS = range(20_000, 32_000)
-
-
 def free_port() -> int:
-    low = _ephemeral_low()
-    candidates = [p for p in LISTEN_PORTS if p < low and p not in _GIVEN]
-    for port in random.sample(candidates, min(len(candidates), 200)):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _GIVEN.add(port)
-        return port
-    with socket.socket() as s:  # a machine whose outgoing range leaves no room below it
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
+    """A port for a server a test starts (app/ports.py: never one a client connection can take)."""
+    return listen_port()
 
 
 def is_ci() -> bool:

@@ -211,7 +211,10 @@ def test_ctrl_c_at_the_terminal_lets_the_running_call_finish_and_stops_redis_las
         approved = _cli(["approve", ws_id], served, env)
         assert approved.returncode == 0, approved
         assert approved.stdout.startswith("approved: call_"), approved.stdout
-        sock.wait_for(lambda e: e["type"] == "tool_output_chunk" and "started" in e.get("text", ""))
+        try:
+            sock.wait_for(lambda e: e["type"] == "tool_output_chunk" and "started" in e.get("text", ""))
+        except AssertionError as exc:  # what the run printed says why
+            raise AssertionError(f"{exc}\n--- the run's terminal:\n{log.getvalue()[-6000:]}") from None
         sock.close()
         reading.set()
         reader.join()
@@ -244,8 +247,12 @@ def _drain(child: Any, done: threading.Event) -> None:
     import pexpect
 
     while not done.is_set():
-        with contextlib.suppress(pexpect.TIMEOUT):
+        try:
             child.read_nonblocking(1_000_000, timeout=0.2)  # kept in child.logfile_read
+        except pexpect.TIMEOUT:
+            continue
+        except pexpect.EOF:  # the run ended: the test says what it printed
+            return
 
 
 def _tree(pid: int) -> list[str]:
