@@ -96,10 +96,10 @@ def edit(
     just before it (that message and all after it kept in a branch), then `text` is sent."""
     turns.check_size(rt, text)
     if idempotency_key is not None:
-        earlier = _sent_for_key(rt, ws_id, idempotency_key)
+        earlier = turns.sent_for_key(rt, ws_id, idempotency_key)
         if earlier is not None:
             return earlier
-    if idempotency_key is None or not _rewound_for_key(rt, ws_id, idempotency_key):
+    if idempotency_key is None or _branch_for_key(rt, ws_id, idempotency_key) is None:
         with ordered(rt, ws_id) as out, rt.db.session() as s:
             _idle(s, ws_id)
             row = _message(s, ws_id, message_id)
@@ -122,7 +122,7 @@ def retry(
 ) -> Sent:
     """Send the last user message again, its old answer kept in a branch."""
     if idempotency_key is not None:
-        earlier = _sent_for_key(rt, ws_id, idempotency_key)
+        earlier = turns.sent_for_key(rt, ws_id, idempotency_key)
         if earlier is not None:
             return earlier
         again = _branch_for_key(rt, ws_id, idempotency_key)
@@ -353,19 +353,9 @@ def _changed(taken: Branch | None, restored: str | None, point: int) -> dict[str
     }
 
 
-def _sent_for_key(rt: Runtime, ws_id: str, key: str) -> Sent | None:
-    with rt.db.reader() as s:
-        turn = s.exec(select(Turn).where(Turn.ws_id == ws_id, Turn.idempotency_key == key)).first()
-    return Sent(turn.id, TurnStatus(turn.status)) if turn is not None else None
-
-
 def _branch_for_key(rt: Runtime, ws_id: str, key: str) -> Branch | None:
     with rt.db.reader() as s:
         return s.exec(select(Branch).where(Branch.ws_id == ws_id, Branch.idempotency_key == key)).first()
-
-
-def _rewound_for_key(rt: Runtime, ws_id: str, key: str) -> bool:
-    return _branch_for_key(rt, ws_id, key) is not None
 
 
 def _copy_folder(rt: Runtime, origin: Workstream, new_ws_id: str) -> str:

@@ -138,6 +138,12 @@ def _refuse(rt: Runtime, ws_id: str) -> None:
     raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
 
 
+def sent_for_key(rt: Runtime, ws_id: str, key: str) -> Sent | None:
+    """What the send with idempotency key `key` stored, if one did."""
+    earlier = _turn_for_key(rt, ws_id, key)
+    return Sent(earlier.id, TurnStatus(earlier.status)) if earlier is not None else None
+
+
 def _turn_for_key(rt: Runtime, ws_id: str, key: str) -> Turn | None:
     with rt.db.session() as s:
         return s.exec(select(Turn).where(Turn.ws_id == ws_id, Turn.idempotency_key == key)).first()
