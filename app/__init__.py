@@ -26,15 +26,25 @@ def create_app(settings: Settings | None = None) -> Flask:
     from app.web import access, websocket
     from app.web.accounts import accounts
     from app.web.api import api
+    from app.web.approval_links import approval_links
     from app.web.branches import branches
     from app.web.channels import channel_api
     from app.web.client import client
+    from app.web.client_tools import client_tools
+    from app.web.compaction import compaction
     from app.web.health import health
     from app.web.mcp_api import mcp_api
     from app.web.memories import memories
     from app.web.metrics import metrics
+    from app.web.policies import policies
     from app.web.previews import previews
+    from app.web.reference import reference
+    from app.web.runs import runs
+    from app.web.schedules import schedules
     from app.web.skills import skills
+    from app.web.triggers import triggers
+    from app.web.usage import usage_api
+    from app.web.webhooks import webhooks
 
     settings = settings or Settings.load()
     rt = Runtime.create(settings)
@@ -49,6 +59,14 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.extensions["runtime"] = rt
     flask_app.register_blueprint(api)
     flask_app.register_blueprint(branches)
+    flask_app.register_blueprint(runs)
+    flask_app.register_blueprint(webhooks)
+    flask_app.register_blueprint(schedules)
+    flask_app.register_blueprint(triggers)
+    flask_app.register_blueprint(approval_links)
+    flask_app.register_blueprint(compaction)
+    flask_app.register_blueprint(client_tools)
+    flask_app.register_blueprint(usage_api)
     flask_app.register_blueprint(accounts)
     flask_app.register_blueprint(health)
     flask_app.register_blueprint(previews)
@@ -57,7 +75,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     flask_app.register_blueprint(memories)
     flask_app.register_blueprint(metrics)
     flask_app.register_blueprint(skills)
+    flask_app.register_blueprint(policies)
     flask_app.register_blueprint(channel_api)
+    flask_app.register_blueprint(reference)
     websocket.init_app(flask_app, rt)  # the same body cap for a websocket message
     access.init_app(flask_app)  # every endpoint's rule (app/web/access.py), checked before its view
     _register_errors(flask_app)

@@ -1,5 +1,6 @@
 """The `turnstone-jobs` command: run the whole service locally, migrate; users, tokens and
-decisions (app/users/admin.py); calibrate the reranker; chat, send, workstreams (turnstone_jobs)."""
+decisions (app/users/admin.py); tool policy rules (app/policies/commands.py); calibrate the
+reranker; chat, send, workstreams (turnstone_jobs)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     from app.users import admin
 
     admin.add_parsers(sub)
+    from app.policies import commands as policy_commands
+
+    policy_commands.add_parsers(sub)
     calibrate = sub.add_parser(
         "rerank-calibrate", help="probe the reranker and suggest tools.rerank_bm25_threshold"
     )
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return import_skills(Path(args.folder))
     if args.command == "migrate":
         return migrate()
-    if args.command in ("user", "token", "approve"):
+    if args.command in ("user", "token", "approve", "policy"):
         return administer(args)
     return run(args.host, args.mcp_config)
 
@@ -76,6 +80,7 @@ def migrate() -> int:
 
 
 def administer(args: argparse.Namespace) -> int:
+    from app.policies import commands as policy_commands
     from app.users import admin
     from app.users.store import DatabaseStore
 
@@ -91,7 +96,7 @@ def administer(args: argparse.Namespace) -> int:
     migrate()
     store = DatabaseStore.create(settings)
     try:
-        return admin.run(store, args)
+        return policy_commands.run(store, args) if args.command == "policy" else admin.run(store, args)
     finally:
         store.close()
 

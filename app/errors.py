@@ -1,7 +1,8 @@
 """The service's exceptions, one base per audience.
 
 ServiceError                 raised by app/ for a caller's request; the web layer maps it
-├── BadRequestError          400: a body field is missing or of the wrong type (names it)
+├── BadRequestError          400: a field is missing, unknown, or not as the API document says
+├── UnprocessableError       422: well-formed, but names what cannot be used (a skill not enabled)
 ├── NotFoundError            404: no such workstream
 ├── PayloadTooLargeError     413: a message over the documented size
 ├── ConflictError            409: e.g. a decision for a call that is not pending
@@ -29,6 +30,14 @@ class BadRequestError(ServiceError):
     status = 400
 
 
+class UnprocessableError(ServiceError):
+    """A request the API document allows, naming something the service cannot use: a skill that is
+    not enabled, a directory that does not exist, a host the SSRF guard refuses. 400 is kept for
+    requests the document itself forbids, so a client can tell its bug from a wrong value."""
+
+    status = 422
+
+
 def check_text(field: str, value: str, max_chars: int | None = None) -> None:
     """BadRequestError naming `field` when the string `value` holds what no stored text may (a
     NUL, a lone surrogate) or is over `max_chars` characters."""
@@ -41,6 +50,32 @@ def check_text(field: str, value: str, max_chars: int | None = None) -> None:
         raise BadRequestError(message, field=field) from None
     if max_chars is not None and len(value) > max_chars:
         raise BadRequestError(f"{field}: at most {max_chars} characters, got {len(value)}", field=field)
+
+
+def unstorable(where: str, value: Any) -> str | None:
+    """Why the JSON `value` cannot be stored as it is, naming the place (`where.key[2]`): a key or
+    a string holding a NUL or a lone surrogate; None when every one can. The walk is as deep as
+    the value (a request's nesting limit bounds it), and looks at the text itself, not at how
+    JSON writes it: a backslash followed by `u0000` is ordinary text."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{where}: must not contain a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{where}: contains a lone surrogate (not valid Unicode)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = unstorable(where, key) if isinstance(key, str) else None
+            found = found or unstorable(f"{where}.{key}", item)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            if found := unstorable(f"{where}[{n}]", item):
+                return found
+    return None
 
 
 class NotFoundError(ServiceError):

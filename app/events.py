@@ -124,11 +124,16 @@ class EventType:
     REASONING = "reasoning"
     STREAM_END = "stream_end"
     MODEL_RETRY = "model_retry"  # a model request failed and is tried again: why, and after how long
+    MODEL_FALLBACK = "model_fallback"  # the step moves on to the next model of its fallback chain
     TOOL_INFO = "tool_info"
     APPROVE_REQUEST = "approve_request"
     APPROVAL_RESOLVED = "approval_resolved"
+    VERDICT = "verdict"  # a judge model's verdict on a call that waits for a person (app/judge/model.py)
     TOOL_OUTPUT_CHUNK = "tool_output_chunk"
     TOOL_RESULT = "tool_result"
+    # The output guard redacted credentials from a result or saw injection signs in it
+    # (app/tools/core/guard.py); it precedes the call's `tool_result`.
+    OUTPUT_WARNING = "output_warning"
     CANCELLED = "cancelled"
     ERROR = "error"
     REPLAY_TRUNCATED = "replay_truncated"
@@ -136,6 +141,13 @@ class EventType:
     MESSAGE = "message"
     WATCH = "watch"  # a watch was created, polled, fired or cancelled: `watch` is its summary
     BRANCH_CHANGED = "branch_changed"  # a rewind, edit, retry or restore changed the conversation
+    # Compaction (app/compaction): a summary is being written; it was stored (or failed: `error`).
+    COMPACTION_STARTED = "compaction_started"
+    COMPACTION_DONE = "compaction_done"
+    # A client tool's call waits for its output (POST .../tool_outputs): app/tools/client_tools.py
+    REQUIRES_ACTION = "requires_action"
+    # Its name, model, auto_approve, pinned or archived changed (PATCH, or a generated title).
+    WORKSTREAM_CHANGED = "workstream_changed"
 
 
 @dataclass(frozen=True)

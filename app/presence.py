@@ -59,3 +59,16 @@ def count(client: redis.Redis) -> int:
 def is_present(client: redis.Redis, name: str) -> bool:
     expires = client.zscore(redis_keys.WORKER_PRESENCE, name)
     return expires is not None and expires > time.time()
+
+
+def members(client: redis.Redis) -> list[tuple[str, float]]:
+    """The live workers, each with the seconds since it last renewed its entry, by name."""
+    now = time.time()
+    rows: list[tuple[bytes | str, float]] = client.zrangebyscore(  # type: ignore[assignment]
+        redis_keys.WORKER_PRESENCE, now, "+inf", withscores=True
+    )
+    live = []
+    for name, expires in rows:
+        renewed = float(expires) - EXPIRES_AFTER_SECONDS
+        live.append((name.decode() if isinstance(name, bytes) else name, max(0.0, now - renewed)))
+    return sorted(live)

@@ -15,10 +15,16 @@ PUBLISHED = PREFIX + ":published:{token}"  # the id a retried publish already go
 
 SOCKETS_OF = PREFIX + ":sockets:{principal}"  # sorted set: a principal's open sockets -> when each lapses
 WORKER_PRESENCE = PREFIX + ":workers"  # sorted set: worker name -> when its presence lapses
+TRIGGER_STARTS = PREFIX + ":trigger:{trigger_id}:starts"  # sorted set: the last minute's starts (times)
 
 FENCE_TTL_SECONDS = 7 * 24 * 3600
 CANCEL_TTL_SECONDS = 24 * 3600
 STREAM_FROM_TTL_SECONDS = 3600  # longer than a model step may stream
+
+
+def budget_warned(owner_id: str, budget: str, period: str) -> str:
+    """Set once admins are warned that a user's budget for a period is nearly spent."""
+    return f"{PREFIX}:budget-warned:{owner_id}:{budget}:{period}"
 
 
 def event_seq(ws_id: str) -> str:

@@ -13,8 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from app.compaction import settings as compaction_settings
+from app.compaction.settings import CompactionSettings
 from app.sandbox import settings as sandbox_settings
 from app.sandbox.settings import SandboxSettings
+from app.usage import budget_settings as budget_table
+from app.usage import prices as price_table
+from app.usage.budget_settings import BudgetSettings
+from app.usage.prices import Price
 
 # -- defaults -----------------------------------------------------------------
 
@@ -70,7 +76,8 @@ RERANK_BM25_POOL = 25
 RERANK_DOCUMENT_CHARS = 2_000  # one candidate's text (a memory's name, description, content), at most
 CHAT_PROVIDERS = ("openai", "anthropic")
 RERANK_PROVIDER = "rerank"  # a model definition that only reranks; it cannot hold a conversation
-ROLES = ("reranker",)
+# compactor: app/compaction/settings.py; titler: app/titles.py; judge: app/judge/model.py
+ROLES = ("reranker", "compactor", "titler", "judge")
 
 # Tool search ([tools] search, search_threshold, search_max_results; a workstream's `tool_search`).
 TOOL_SEARCH_MODES = ("auto", "on", "off")  # auto: on when the workstream has more tools than the threshold
@@ -141,6 +148,7 @@ DEFAULT_MCP_HEALTH_SECONDS = 10.0  # a connected server is pinged this often; a 
 # posts to a gateway whose heartbeat in the `services` table is fresh.
 SERVICE_JWT_SECRET_ENV = "TURNSTONE_SERVICE_SECRET"  # unset: one generated once, kept in the database
 GATEWAY_KIND = "channel-gateway"  # its `services.kind`
+PUBLIC_URL_ENV = "TURNSTONE_PUBLIC_URL"  # over `[notify] public_url`: where people open the web client
 GATEWAY_URL_ENV = "TURNSTONE_GATEWAY_URL"  # the address it advertises; default http://127.0.0.1:PORT
 GATEWAY_PORT_ENV = "GATEWAY_PORT"
 DEFAULT_GATEWAY_PORT = 8081
@@ -176,6 +184,9 @@ class ModelSettings:
     # app/providers/profiles.py) and Anthropic's extended thinking budget (None: not asked for).
     provider_family: str | None = None
     thinking_budget_tokens: int | None = None
+    # `fallbacks = ["Y", "Z"]`: the models a step moves on to when this one's server fails
+    # (429, 5xx, a time-out, unreachable), in order (docs/providers.md, Fallback chains)
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def is_chat_model(self) -> bool:
@@ -210,6 +221,9 @@ class NotifySettings:
     stale_seconds: float = DEFAULT_GATEWAY_STALE_SECONDS
     retry_delays: tuple[float, ...] = NOTIFY_RETRY_DELAYS
     gateway_url: str | None = None  # None: http://127.0.0.1:GATEWAY_PORT
+    # The web client's address as people reach it (`[notify] public_url`): approval links pushed
+    # through notify open there (app/approval_links.py); None: a link is its path alone.
+    public_url: str | None = None
     gateway_port: int = DEFAULT_GATEWAY_PORT
     service_secret: str | None = field(default=None, repr=False)  # None: the database's
     discord_bot_token: str | None = field(default=None, repr=False)
@@ -227,6 +241,7 @@ NOTIFY_CONFIG_KEYS = (
     "allow_private_network",
     "heartbeat_seconds",
     "stale_seconds",
+    "public_url",
 )
 
 
@@ -253,7 +268,15 @@ class ToolSettings:
     reranker: RerankerSettings | None = None  # from `[roles] reranker`, not a `[tools]` key
     mcp_call_timeout: int = DEFAULT_MCP_CALL_TIMEOUT
     watch_poll_concurrency: int = DEFAULT_WATCH_POLL_CONCURRENCY
+    # bash run_in_background (app/tools/commands/background.py): shells running at once per
+    # workstream, and the seconds one may go unread by bash_output before it is stopped
+    background_shells: int = 4
+    shell_idle_seconds: int = 1800
     notify: NotifySettings = field(default_factory=NotifySettings)  # from `[notify]`, not `[tools]`
+    # The output guard (app/tools/core/guard.py): what every tool result goes through before the
+    # model reads it. Credentials of well-known shapes are redacted; injection signs are flagged.
+    redact_key_shapes: bool = True
+    flag_injection: bool = True
 
 
 @dataclass(frozen=True)
@@ -300,7 +323,23 @@ class Settings:
     mcp_health_seconds: float = DEFAULT_MCP_HEALTH_SECONDS
     memory: MemorySettings = field(default_factory=MemorySettings)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    webhooks: WebhookSettings = field(default_factory=lambda: WebhookSettings())  # app/webhooks
+    schedule_min_every_seconds: int = 60  # DEFAULT_SCHEDULE_MIN_EVERY_SECONDS (app/schedules)
+    # how long a client tool's call waits for its output (app/jobs/tool_outputs.py)
+    client_tool_timeout_seconds: int = 3600  # DEFAULT_CLIENT_TOOL_TIMEOUT_SECONDS
+    # runs one trigger may start in a minute (app/jobs/hook_limit.py)
+    trigger_starts_per_minute: int = 30  # DEFAULT_TRIGGER_STARTS_PER_MINUTE
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)  # [compaction]
+    prices: Mapping[str, Price] = field(default_factory=dict)  # [prices.MODEL] (app/usage/prices.py)
+    budgets: BudgetSettings = field(default_factory=BudgetSettings)  # [budgets] (app/usage/budgets.py)
     config_file: str = field(default_factory=lambda: os.path.abspath(DEFAULT_CONFIG_PATH))  # read or not
+    # Titles from a workstream's first exchange (app/titles.py): `titles = false` turns them
+    # off; `[roles] titler` names the model that writes them (None: the workstream's own).
+    titles: bool = True
+    titler: str | None = None
+    # `[roles] judge`: the chat model that gives calls waiting for a person a second verdict
+    # (app/judge/model.py); None: the heuristic's alone.
+    judge: str | None = None
 
     @property
     def max_body_bytes(self) -> int:
@@ -388,7 +427,21 @@ class Settings:
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
             memory=_memory_settings(config.get("memory", {})),
             sandbox=_sandbox_settings(config.get("sandbox", {}), env),
+            webhooks=_webhook_settings(config.get("webhooks", {}), env),
+            schedule_min_every_seconds=_count(
+                env, SCHEDULE_MIN_EVERY_ENV, DEFAULT_SCHEDULE_MIN_EVERY_SECONDS
+            ),
+            client_tool_timeout_seconds=_count(
+                env, CLIENT_TOOL_TIMEOUT_ENV, DEFAULT_CLIENT_TOOL_TIMEOUT_SECONDS
+            ),
+            trigger_starts_per_minute=_count(env, TRIGGER_STARTS_ENV, DEFAULT_TRIGGER_STARTS_PER_MINUTE),
+            compaction=_compaction_settings(config, models),
+            prices=_prices(config.get("prices", {}), models),
+            budgets=_budgets(config.get("budgets", {})),
             config_file=os.path.abspath(config_path(env)),
+            titles=_titles_on(config.get("titles", True)),
+            titler=_chat_role(config.get("roles", {}), models, "titler"),
+            judge=_chat_role(config.get("roles", {}), models, "judge"),
         )
 
 
@@ -415,6 +468,9 @@ def _tool_settings(section: Mapping[str, Any]) -> ToolSettings:
         raise SettingsError(f"[tools] timeout must be {MIN_TOOL_TIMEOUT}-{MAX_TOOL_TIMEOUT} s")
     if tools.truncation < 1024:
         raise SettingsError("[tools] truncation must be at least 1024 characters")
+    for key in ("redact_key_shapes", "flag_injection"):
+        if not isinstance(getattr(tools, key), bool):
+            raise SettingsError(f"[tools] {key} must be true or false, got {getattr(tools, key)!r}")
     concurrency = tools.watch_poll_concurrency
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise SettingsError(
@@ -520,13 +576,16 @@ def _is_whole(value: Any) -> bool:
 
 
 def _searxng_url(value: Any, key: str) -> str | None:
-    """The SearxNG base URL without its trailing slash; empty means none."""
+    """An http(s) base URL (SearxNG's, a platform's, the gateway's, the public one) without its
+    trailing slash; empty means none. No whitespace or control character inside: such a URL
+    would be cut or refused wherever it is used."""
     if not isinstance(value, str):
         raise SettingsError(f"{key} must be a string")
     url = value.strip().rstrip("/")
     if not url:
         return None
-    if not url.startswith(("http://", "https://")) or len(url.split("/")[2]) == 0:
+    unusable = any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url)
+    if unusable or not url.startswith(("http://", "https://")) or len(url.split("/")[2]) == 0:
         raise SettingsError(f"{key} must be an http:// or https:// URL, not {value!r}")
     return url
 
@@ -581,9 +640,27 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
             api_key=_env_api_key(provider, env, entry.get("api_key_env")),
             capabilities=dict(entry.get("capabilities", {})),
             max_tokens=_max_tokens(entry.get("max_tokens"), f"[models.{name}] max_tokens"),
+            fallbacks=_fallback_names(name, entry.get("fallbacks", [])),
             **_wire_profile(name, provider, entry),
         )
+    for model in models.values():
+        for other in model.fallbacks:
+            if other not in models or not models[other].is_chat_model:
+                raise SettingsError(f"[models.{model.name}] fallbacks: {other!r} is no configured chat model")
     return models
+
+
+MAX_FALLBACKS = 5
+
+
+def _fallback_names(name: str, value: Any) -> tuple[str, ...]:
+    """`[models.NAME] fallbacks`: other models' names, each once, at most MAX_FALLBACKS."""
+    key = f"[models.{name}] fallbacks"
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise SettingsError(f"{key} must be a list of model names")
+    if name in value or len(set(value)) != len(value) or len(value) > MAX_FALLBACKS:
+        raise SettingsError(f"{key}: at most {MAX_FALLBACKS} other models, each named once")
+    return tuple(value)
 
 
 # The server families whose wire quirks app/providers/profiles.py knows (docs/providers.md).
@@ -726,6 +803,47 @@ def _sandbox_settings(section: Any, env: Mapping[str, str]) -> SandboxSettings:
         raise SettingsError(str(exc)) from None
 
 
+def _titles_on(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SettingsError(f"titles must be true or false, not {value!r}")
+    return value
+
+
+def _chat_role(roles: Mapping[str, Any], models: Mapping[str, ModelSettings], role: str) -> str | None:
+    """`[roles] <role>` where it names a chat model: that configured model's name, or None."""
+    name = roles.get(role)
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in models or not models[name].is_chat_model:
+        known = ", ".join(sorted(n for n, m in models.items() if m.is_chat_model)) or "none"
+        raise SettingsError(f"[roles] {role} = {name!r} is not a configured chat model (configured: {known})")
+    return name
+
+
+def _compaction_settings(
+    config: Mapping[str, Any], models: Mapping[str, ModelSettings]
+) -> CompactionSettings:
+    chat = {name for name, model in models.items() if model.is_chat_model}
+    try:
+        return compaction_settings.from_config(config, chat)
+    except compaction_settings.CompactionSettingsError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _prices(section: Any, models: Mapping[str, ModelSettings]) -> dict[str, Price]:
+    try:
+        return price_table.from_config(section, set(models))
+    except price_table.PricesError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _budgets(section: Any) -> BudgetSettings:
+    try:
+        return budget_table.from_config(section)
+    except budget_table.BudgetsError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
     """`[notify]` (platform addresses, the private-network switch, the gateway's clock) and the
     environment: the service secret, the Discord bot token, the gateway's address."""
@@ -759,6 +877,9 @@ def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
     gateway_url = env.get(GATEWAY_URL_ENV) or None
     if gateway_url is not None:
         gateway_url = _searxng_url(gateway_url, GATEWAY_URL_ENV)
+    public = env.get(PUBLIC_URL_ENV) or section.get("public_url")
+    where = PUBLIC_URL_ENV if env.get(PUBLIC_URL_ENV) else "[notify] public_url"
+    public_url = _searxng_url(public, where) if public is not None else None
     return NotifySettings(
         discord_api_base=bases["discord_api_base"],
         ntfy_base_url=bases["ntfy_base_url"],
@@ -766,6 +887,7 @@ def _notify_settings(section: Any, env: Mapping[str, str]) -> NotifySettings:
         heartbeat_seconds=clock["heartbeat_seconds"],
         stale_seconds=clock["stale_seconds"],
         gateway_url=gateway_url,
+        public_url=public_url,
         gateway_port=_int(env.get(GATEWAY_PORT_ENV, DEFAULT_GATEWAY_PORT), GATEWAY_PORT_ENV),
         service_secret=env.get(SERVICE_JWT_SECRET_ENV) or None,
         discord_bot_token=env.get(DISCORD_BOT_TOKEN_ENV) or None,
@@ -786,3 +908,65 @@ def run_records_folder(environ: Mapping[str, str] | None = None) -> Path:
         env.get("HOME") or os.path.expanduser("~"), ".local/state"
     )
     return Path(state) / "turnstone-jobs" / "runs"
+
+
+# -- webhooks (app/webhooks, docs/webhooks.md) ---------------------------------------------------
+
+# Seconds to wait after each failed delivery attempt, then the last again until the day is over.
+DEFAULT_WEBHOOK_RETRY_DELAYS = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0)
+WEBHOOK_GIVE_UP_SECONDS = 24 * 3600.0  # a delivery not accepted this long after its event fails
+DEFAULT_WEBHOOK_TIMEOUT_SECONDS = 10.0  # one attempt: connect, send, answer
+WEBHOOK_ALLOW_PRIVATE_ENV = "TURNSTONE_WEBHOOKS_ALLOW_PRIVATE_NETWORK"
+WEBHOOK_RETRY_DELAYS_ENV = "TURNSTONE_WEBHOOK_RETRY_DELAYS"  # "5,300,1800": for tests and operators
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """`[webhooks]`: whether endpoints may be on private addresses (the admin's switch; loopback
+    included, cloud metadata never), the retry delays, one attempt's timeout."""
+
+    allow_private_network: bool = False
+    retry_delays: tuple[float, ...] = DEFAULT_WEBHOOK_RETRY_DELAYS
+    timeout_seconds: float = DEFAULT_WEBHOOK_TIMEOUT_SECONDS
+    give_up_seconds: float = WEBHOOK_GIVE_UP_SECONDS
+
+
+def _webhook_settings(section: Any, env: Mapping[str, str]) -> WebhookSettings:
+    if not isinstance(section, Mapping):
+        raise SettingsError("[webhooks] must be a table")
+    unknown = set(section) - {"allow_private_network", "retry_delays", "timeout_seconds"}
+    if unknown:
+        raise SettingsError(f"[webhooks]: unknown key(s) {', '.join(sorted(unknown))}")
+    private = env.get(WEBHOOK_ALLOW_PRIVATE_ENV)
+    delays: Any = env.get(WEBHOOK_RETRY_DELAYS_ENV)
+    delays = delays.split(",") if delays else section.get("retry_delays", DEFAULT_WEBHOOK_RETRY_DELAYS)
+    try:
+        retry = tuple(float(d) for d in delays)
+    except (TypeError, ValueError):
+        raise SettingsError("[webhooks] retry_delays: expected a list of seconds") from None
+    if not retry or any(not 0 < d <= WEBHOOK_GIVE_UP_SECONDS for d in retry):
+        raise SettingsError("[webhooks] retry_delays: each a number of seconds above 0, at most a day")
+    return WebhookSettings(
+        allow_private_network=(
+            private.strip().lower() in ("1", "true", "yes", "on")
+            if private is not None
+            else bool(section.get("allow_private_network", False))
+        ),
+        retry_delays=retry,
+        timeout_seconds=_positive(
+            section.get("timeout_seconds", DEFAULT_WEBHOOK_TIMEOUT_SECONDS), "[webhooks] timeout_seconds"
+        ),
+    )
+
+
+# -- schedules (app/schedules, docs/schedules.md) ------------------------------------------------
+
+DEFAULT_SCHEDULE_MIN_EVERY_SECONDS = 60  # the shortest `every` a schedule may ask (cron: a minute)
+SCHEDULE_MIN_EVERY_ENV = "TURNSTONE_SCHEDULE_MIN_EVERY_SECONDS"
+
+# -- runs' client tools and triggers (app/jobs, docs/runs.md, docs/triggers.md) -------------------
+
+DEFAULT_CLIENT_TOOL_TIMEOUT_SECONDS = 3600  # a client tool's call waits this long for its output
+CLIENT_TOOL_TIMEOUT_ENV = "TURNSTONE_CLIENT_TOOL_TIMEOUT_SECONDS"
+DEFAULT_TRIGGER_STARTS_PER_MINUTE = 30  # runs one trigger's URL may start in a minute
+TRIGGER_STARTS_ENV = "TURNSTONE_TRIGGER_STARTS_PER_MINUTE"

@@ -23,6 +23,14 @@ FINISH_CALL_TASK = "turnstone.finish_call"
 STOP_CHILDREN_TASK = "turnstone.stop_children"  # an ended turn's sub-agents still working
 WATCH_PASS_TASK = "turnstone.watch_pass"  # beat: claim the due watches, enqueue their polls
 WATCH_POLL_TASK = "turnstone.watch_poll"  # one poll of one watch: a command, on the tool queue
+DELIVER_WEBHOOK_TASK = "turnstone.deliver_webhook"  # one attempt of one delivery (app/webhooks)
+COMPACT_TASK = "turnstone.compact"  # a compaction a person asked for (app/compaction/manual.py)
+BUDGET_WARNING_TASK = "turnstone.budget_warning"  # admins told a budget is nearly spent (app/usage)
+TITLE_TASK = "turnstone.title"  # a workstream titled from its first exchange (app/titles.py)
+PUSH_APPROVAL_TASK = (
+    "turnstone.push_approval"  # a step's waiting calls sent to the owner (app/approval_links.py)
+)
+JUDGE_TASK = "turnstone.judge"  # a judge model's verdicts on a step's waiting calls (app/judge/model.py)
 
 MODEL_QUEUE = "model_steps"
 TOOLS_QUEUE = "tool_batches"
@@ -57,6 +65,11 @@ def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
             TOOL_BATCH_TASK: {"queue": TOOLS_QUEUE},
             WATCH_PASS_TASK: {"queue": CONTROL_QUEUE},
             WATCH_POLL_TASK: {"queue": TOOLS_QUEUE},
+            COMPACT_TASK: {"queue": MODEL_QUEUE},
+            BUDGET_WARNING_TASK: {"queue": CONTROL_QUEUE},
+            TITLE_TASK: {"queue": MODEL_QUEUE},
+            JUDGE_TASK: {"queue": MODEL_QUEUE},
+            PUSH_APPROVAL_TASK: {"queue": CONTROL_QUEUE},
         },
         broker_transport=TRANSPORT,  # kombu's Redis transport, which a dropped link cannot crash
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
@@ -95,6 +108,29 @@ class TaskQueue:
     def stop_children(self, turn_id: str) -> None:
         """Cancel the sub-agents of the ended turn `turn_id` that still work."""
         self.celery.send_task(STOP_CHILDREN_TASK, args=[turn_id], queue=CONTROL_QUEUE)
+
+    def deliver_webhook(self, delivery_id: str) -> None:
+        self.celery.send_task(DELIVER_WEBHOOK_TASK, args=[delivery_id], queue=CONTROL_QUEUE)
+
+    def compact(self, ws_id: str, upto: int) -> None:
+        """Summarise the workstream's conversation up to message `upto` (app/compaction/manual.py)."""
+        self.celery.send_task(COMPACT_TASK, args=[ws_id, upto], queue=MODEL_QUEUE)
+
+    def budget_warning(self, message: str) -> None:
+        """Tell the admins, through notify, that a budget is nearly spent (app/usage/warnings.py)."""
+        self.celery.send_task(BUDGET_WARNING_TASK, args=[message], queue=CONTROL_QUEUE)
+
+    def title(self, ws_id: str) -> None:
+        """Title the workstream from its first exchange, a side request (app/titles.py)."""
+        self.celery.send_task(TITLE_TASK, args=[ws_id], queue=MODEL_QUEUE)
+
+    def judge(self, ws_id: str, turn_id: str, step: int) -> None:
+        """A judge model's verdicts on the step's calls that wait for a person (app/judge/model.py)."""
+        self.celery.send_task(JUDGE_TASK, args=[ws_id, turn_id, step], queue=MODEL_QUEUE)
+
+    def push_approval(self, ws_id: str, turn_id: str, step: int) -> None:
+        """The step's waiting calls to the workstream's owner, with a link (app/approval_links.py)."""
+        self.celery.send_task(PUSH_APPROVAL_TASK, args=[ws_id, turn_id, step], queue=CONTROL_QUEUE)
 
     def watch_poll(self, watch_id: str, claim_token: str) -> None:
         self.celery.send_task(WATCH_POLL_TASK, args=[watch_id, claim_token], queue=TOOLS_QUEUE)

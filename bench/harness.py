@@ -60,7 +60,8 @@ def collector_paused() -> Iterator[None]:
 def running_service(
     backend: str = "sqlite", config_toml: str = "", env: dict[str, str] | None = None
 ) -> Iterator[tuple[Services, Api, FakeModelServer]]:
-    """The service and its fake model; `config_toml` (with `{tmp}` for the run's folder) is its
+    """The service and its fake model; `config_toml` (with `{tmp}` for the run's folder and
+    `{anthropic}` for the fake model's Anthropic address) is its
     config.toml when given, `env` more of its processes' environment. The bench's own collector
     is paused meanwhile (`collector_paused`)."""
     # The tests' Redis address, or (nothing answering there) a private Redis for this run.
@@ -77,7 +78,8 @@ def running_service(
             svc.env.update(env or {})
             if config_toml:
                 config = Path(tmp) / "config.toml"
-                config.write_text(config_toml.replace("{tmp}", tmp))
+                text = config_toml.replace("{tmp}", tmp).replace("{anthropic}", model.anthropic_base_url)
+                config.write_text(text)
                 svc.env["TURNSTONE_CONFIG"] = str(config)
             try:
                 svc.start()

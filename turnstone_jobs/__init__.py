@@ -27,6 +27,7 @@ from turnstone_jobs.results import (
     TurnResult,
     Workstream,
 )
+from turnstone_jobs.runs import AsyncRun, AsyncRuns, Run, Runs
 
 __all__ = [
     "ApiError",
@@ -34,6 +35,8 @@ __all__ = [
     "ApprovalNeededError",
     "AsyncClient",
     "AsyncEventStream",
+    "AsyncRun",
+    "AsyncRuns",
     "AuthError",
     "Client",
     "ClientError",
@@ -46,6 +49,8 @@ __all__ = [
     "History",
     "InvalidRequestError",
     "Message",
+    "Run",
+    "Runs",
     "NotFoundError",
     "SendReceipt",
     "ServerError",

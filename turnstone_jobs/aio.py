@@ -34,6 +34,7 @@ from turnstone_jobs.results import (
     TurnResult,
     Workstream,
 )
+from turnstone_jobs.runs import AsyncRuns
 
 AsyncOnApproval = Callable[[ApprovalItem], Any | Awaitable[Any]]
 
@@ -54,6 +55,7 @@ class AsyncClient:
         self.reconnect_timeout = reconnect_timeout
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+        self.runs = AsyncRuns(self._call)  # docs/runs.md
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -70,9 +72,11 @@ class AsyncClient:
         path: str,
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> Any:
+        extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
         try:
-            r = await self._http.request(method, path, **protocol.request_args(body, headers))
+            r = await self._http.request(method, path, **protocol.request_args(body, headers), **extra)
         except httpx.TimeoutException as exc:
             raise TimeoutError(f"{self.base_url} did not answer in time ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
@@ -89,7 +93,9 @@ class AsyncClient:
         tool_search: dict[str, Any] | None = None,
         skill: str | None = None,
         network: str | None = None,
+        kind: str | None = None,
     ) -> Workstream:
+        """`kind`: "interactive" (the default) or "coordinator" (one that runs child workstreams)."""
         body = {
             "name": name,
             "model": model,
@@ -98,6 +104,7 @@ class AsyncClient:
             "tool_search": tool_search,
             "skill": skill,
             "network": network,
+            "kind": kind,
         }
         data = await self._call(
             "POST", f"{protocol.API}/workstreams", {k: v for k, v in body.items() if v is not None}
@@ -118,6 +125,14 @@ class AsyncClient:
 
     async def delete_workstream(self, ws_id: str) -> list[str]:
         return list((await self._call("DELETE", ws_path(ws_id)))["deleted"])
+
+    async def close_workstream(self, ws_id: str) -> list[str]:
+        """Close it (a coordinator: its children too): turns stopped, no more messages; the ids closed."""
+        return list((await self._call("POST", ws_path(ws_id, "/close"), {}))["closed"])
+
+    async def tasks(self, ws_id: str) -> list[dict[str, Any]]:
+        """A coordinator's task list."""
+        return list((await self._call("GET", ws_path(ws_id, "/tasks")))["tasks"])
 
     async def watches(self, ws_id: str) -> list[dict[str, Any]]:
         return list((await self._call("GET", ws_path(ws_id, "/watches")))["watches"])
@@ -141,6 +156,18 @@ class AsyncClient:
         """A new workstream whose conversation is this one's up to message `at` (None: all)."""
         body = protocol.fork_body(at, name, copy_folder)
         return Workstream.from_json(await self._call("POST", ws_path(ws_id, "/fork"), body))
+
+    async def listing(self, what: str) -> list[dict[str, Any]]:
+        """`schedules` or `webhooks` (endpoints): the caller's, as the API lists them."""
+        return list((await self._call("GET", f"{protocol.API}/{what}"))[protocol.LISTED[what]])
+
+    async def usage(self, **query: str | None) -> dict[str, Any]:
+        """Tokens and cost added up: `GET /v1/api/usage` (docs/usage.md)."""
+        return dict(await self._call("GET", protocol.usage_path(query)))
+
+    async def compact(self, ws_id: str) -> dict[str, Any]:
+        """Summarise the conversation's older messages now (docs/compaction.md): 202 once sent."""
+        return dict(await self._call("POST", ws_path(ws_id, "/compact"), {}))
 
     async def rewind(self, ws_id: str, to: int) -> dict[str, Any]:
         """Keep the messages up to message `to`; those after it go into a branch."""
@@ -182,8 +209,9 @@ class AsyncClient:
         feedback: str | None = None,
         always: bool = False,
         child_ws_id: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> DecisionResult:
-        body = protocol.decision_body(True, call_id, feedback, always, child_ws_id)
+        body = protocol.decision_body(True, call_id, feedback, always, child_ws_id, arguments)
         return _decided(await self._call("POST", ws_path(ws_id, "/approve"), body))
 
     async def deny(
@@ -234,10 +262,7 @@ class AsyncClient:
         chosen = on_approval(item)
         if asyncio.iscoroutine(chosen) or isinstance(chosen, Awaitable):
             chosen = await chosen
-        decision = protocol.as_decision(chosen)
-        body = protocol.decision_body(
-            decision.approved, item.call_id, decision.feedback, decision.always, item.child_ws_id
-        )
+        body = protocol.answer_body(chosen, item)
         with contextlib.suppress(ConflictError):
             await self._call("POST", ws_path(ws_id, "/approve"), body)
 

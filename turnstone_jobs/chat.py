@@ -4,9 +4,13 @@ decision ask y/n/a, Ctrl-C cancels the running turn (twice: leaves), a dropped s
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
+import shlex
+import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from turnstone_jobs.client import Client, EventStream
-from turnstone_jobs.errors import ClientError, ConflictError
+from turnstone_jobs.errors import ApiError, ClientError, ConflictError
 from turnstone_jobs.render import Renderer
 from turnstone_jobs.results import ApprovalItem, Event
 
@@ -24,7 +28,7 @@ HISTORY_LINES = 1000
 POLL_SECONDS = 0.2  # how often a followed turn checks for Ctrl-C between events
 CHECK_AFTER_POLLS = 25  # a followed turn quiet this many polls (5 s): ask the service if it ended
 # An approval answer: the word, then feedback after a space or a comma (`y, use full path`).
-ANSWER = re.compile(r"(yes|no|always|y|n|a)(?:\s*,\s*|\s+|$)(.*)", re.IGNORECASE | re.DOTALL)
+ANSWER = re.compile(r"(yes|no|always|edit|y|n|a|e)(?:\s*,\s*|\s+|$)(.*)", re.IGNORECASE | re.DOTALL)
 
 HELP = """\
 commands:
@@ -32,6 +36,8 @@ commands:
   /deny [CALL_ID|all] [FEEDBACK]     deny a waiting call (all of them by default)
   /cancel                            cancel the running turn (Ctrl-C does too)
   /history [N]                       the last N messages (10)
+  /compact                           summarise the older messages now (they stay stored)
+  /summary                           the newest summary and the messages it stands for
   /rewind [N]                        take the last N turns (1) out of the conversation, kept
   /retry                             send the last message again (its answer kept)
   /edit TEXT                         send TEXT in place of the last message (the old one kept)
@@ -47,17 +53,30 @@ commands:
   /skill [NAME]                      list skills; with NAME, a new workstream with that skill
   /help                              this text
   /quit                              leave (Ctrl-D, or Ctrl-C twice)
-at an approval: y (yes), n (no), a (always this tool); text after the letter (a comma
-between them is fine: y, use full path) is feedback"""
+at an approval: y (yes), n (no), a (always this tool), e (edit the command or the arguments
+in $EDITOR, then approve the call as edited); text after the letter (a comma between them is
+fine: y, use full path) is feedback"""
 
 
 def parse_answer(answer: str) -> tuple[str, str] | None:
-    """The first letter of an approval answer (`y`, `n` or `a`) and its feedback ("" for none),
-    or None when the answer is none of those."""
+    """The first letter of an approval answer (`y`, `n`, `a` or `e`) and its feedback ("" for
+    none), or None when the answer is none of those."""
     found = ANSWER.fullmatch(answer.strip())
     if found is None:
         return None
     return found.group(1)[0].lower(), found.group(2).strip()
+
+
+def _edited_in_editor(text: str, suffix: str) -> str:
+    """`text` after the person's editor ($VISUAL, $EDITOR, else vi) has had it in a file."""
+    editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, encoding="utf-8", delete=False) as f:
+        f.write(text + "\n")
+    try:
+        subprocess.run([*editor, f.name], check=True)  # noqa: S603 - the person's own editor
+        return Path(f.name).read_text(encoding="utf-8")
+    finally:
+        os.unlink(f.name)
 
 
 class Leave(Exception):
@@ -226,24 +245,33 @@ class Chat:
                 self.ask(item)
 
     def ask(self, item: ApprovalItem) -> None:
-        """y / n / a, with optional feedback after the letter; anything else asks again."""
+        """y / n / a / e, with optional feedback after the letter; anything else asks again."""
+        edited: dict[str, Any] | None = None
         while True:
             try:
                 with _kept_out_of_history():  # an answer is not a line to recall (Up) at the prompt
-                    answer = input(f"allow {item.func_name} {item.header}? [y/n/a, feedback after] ").strip()
+                    answer = input(
+                        f"allow {item.func_name} {item.header}? [y/n/a/e, feedback after] "
+                    ).strip()
             except (UnicodeDecodeError, EOFError):
                 continue
             parsed = parse_answer(answer)
+            if parsed is not None and parsed[0] == "e":
+                edited = self.edit(item)
+                if edited is None:
+                    continue
             if parsed is not None:
                 letter, feedback = parsed
                 break
-            self.render.line("answer y (yes), n (no) or a (always), optionally followed by feedback", "dim")
+            self.render.line(
+                "answer y (yes), n (no), a (always) or e (edit), optionally followed by feedback", "dim"
+            )
         approved = letter[0] != "n"
         try:
             if approved:
                 self.client.approve(
                     self.ws_id, item.call_id, feedback=feedback or None, always=letter[0] == "a",
-                    child_ws_id=item.child_ws_id,
+                    child_ws_id=item.child_ws_id, arguments=edited,
                 )  # fmt: skip
             else:
                 self.client.deny(
@@ -251,6 +279,40 @@ class Chat:
                 )
         except ConflictError:
             self.render.line(f"{item.call_id} was decided already", "dim")
+        except ApiError as exc:  # an edit the tool would refuse: say why, and ask again
+            if edited is None:
+                raise
+            self.render.line(f"not decided: {exc.message}", "red")
+            self.ask(item)
+
+    def edit(self, item: ApprovalItem) -> dict[str, Any] | None:
+        """The call's arguments as the person leaves them in $VISUAL / $EDITOR (bash: its
+        command as text; else JSON), or None (said why) to ask again."""
+        args = item.args
+        if args is None:
+            self.render.line("this call's arguments cannot be edited here", "dim")
+            return None
+        command = item.func_name == "bash" and isinstance(args.get("command"), str)
+        before = args["command"] if command else json.dumps(args, indent=2, ensure_ascii=False)
+        try:
+            after = _edited_in_editor(before, ".sh" if command else ".json")
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.render.line(f"the editor did not run: {exc}", "red")
+            return None
+        if after.strip() == before.strip():
+            self.render.line("unchanged: answer y to run it as it is", "dim")
+            return None
+        if command:
+            return {**args, "command": after.rstrip("\n")}
+        try:
+            value = json.loads(after)
+        except json.JSONDecodeError as exc:
+            self.render.line(f"not JSON ({exc}): nothing decided", "red")
+            return None
+        if not isinstance(value, dict):
+            self.render.line("the arguments must be a JSON object: nothing decided", "red")
+            return None
+        return value
 
     # -- slash commands --------------------------------------------------------------
 
@@ -309,9 +371,34 @@ class Chat:
     def cmd_history(self, rest: str) -> None:
         count = int(rest) if rest.isdigit() else 10
         for m in self.client.history(self.ws_id).messages[-count:] if count else []:
+            if m.role == "summary":
+                covered = m.raw.get("covers_count")
+                self.render.line(f"({covered} earlier messages summarised: /summary)", "dim")
+                continue
             content = m.content if isinstance(m.content, str) else str(m.content)
             who = f"{m.role} {m.name}" if m.name else m.role
             self.render.line(f"{who}: {content}", "bold" if m.role == "user" else "")
+
+    # -- compaction (docs/compaction.md) ----------------------------------------------
+
+    def cmd_compact(self, _rest: str) -> None:
+        sent = self.client.compact(self.ws_id)
+        self.render.line(f"compacting: {sent['messages']} earlier message(s) to be summarised", "yellow")
+
+    def cmd_summary(self, _rest: str) -> None:
+        messages = self.client.history(self.ws_id).messages
+        summaries = [m for m in messages if m.role == "summary"]
+        if not summaries:
+            self.render.line("nothing summarised yet (/compact)", "dim")
+            return
+        newest = max(summaries, key=lambda m: (m.raw.get("covers_to") or 0, m.raw["id"]))
+        first, last = newest.raw.get("covers_from") or 0, newest.raw.get("covers_to") or 0
+        self.render.line(f"summary of {newest.raw.get('covers_count')} earlier messages:", "bold")
+        self.render.line(str(newest.content))
+        covered = [m for m in messages if m.role != "summary" and first <= m.raw["id"] <= last]
+        self.render.line(f"the messages it stands for (ids {first}-{last}):", "bold")
+        for m in covered:
+            self.render.line(f"{m.role}: {m.content if isinstance(m.content, str) else m.content}", "dim")
 
     # -- branching (docs/branching.md) ------------------------------------------------
 

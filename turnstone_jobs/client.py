@@ -32,6 +32,7 @@ from turnstone_jobs.results import (
     TurnResult,
     Workstream,
 )
+from turnstone_jobs.runs import Runs
 
 OnApproval = Callable[[ApprovalItem], Any]
 
@@ -52,6 +53,7 @@ class Client:
         self.reconnect_timeout = reconnect_timeout
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self.runs = Runs(self._call)  # docs/runs.md
 
     def __enter__(self) -> Client:
         return self
@@ -68,9 +70,11 @@ class Client:
         path: str,
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> Any:
+        extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
         try:
-            r = self._http.request(method, path, **protocol.request_args(body, headers))
+            r = self._http.request(method, path, **protocol.request_args(body, headers), **extra)
         except httpx.TimeoutException as exc:
             raise TimeoutError(f"{self.base_url} did not answer in time ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
@@ -89,7 +93,9 @@ class Client:
         tool_search: dict[str, Any] | None = None,
         skill: str | None = None,
         network: str | None = None,
+        kind: str | None = None,
     ) -> Workstream:
+        """`kind`: "interactive" (the default) or "coordinator" (one that runs child workstreams)."""
         body = {
             "name": name,
             "model": model,
@@ -98,6 +104,7 @@ class Client:
             "tool_search": tool_search,
             "skill": skill,
             "network": network,
+            "kind": kind,
         }
         data = self._call(
             "POST", f"{protocol.API}/workstreams", {k: v for k, v in body.items() if v is not None}
@@ -115,6 +122,14 @@ class Client:
     def delete_workstream(self, ws_id: str) -> list[str]:
         return list(self._call("DELETE", ws_path(ws_id))["deleted"])
 
+    def close_workstream(self, ws_id: str) -> list[str]:
+        """Close it (a coordinator: its children too): turns stopped, no more messages; the ids closed."""
+        return list(self._call("POST", ws_path(ws_id, "/close"), {})["closed"])
+
+    def tasks(self, ws_id: str) -> list[dict[str, Any]]:
+        """A coordinator's task list."""
+        return list(self._call("GET", ws_path(ws_id, "/tasks"))["tasks"])
+
     def history(self, ws_id: str) -> History:
         data = self._call("GET", ws_path(ws_id, "/history"))
         return History(
@@ -123,6 +138,10 @@ class Client:
 
     def watches(self, ws_id: str) -> list[dict[str, Any]]:
         return list(self._call("GET", ws_path(ws_id, "/watches"))["watches"])
+
+    def listing(self, what: str) -> list[dict[str, Any]]:
+        """`schedules` or `webhooks` (endpoints): the caller's, as the API lists them."""
+        return list(self._call("GET", f"{protocol.API}/{what}")[protocol.LISTED[what]])
 
     def skills(self) -> list[dict[str, Any]]:
         return list(self._call("GET", f"{protocol.API}/skills")["skills"])
@@ -143,6 +162,15 @@ class Client:
         """A new workstream whose conversation is this one's up to message `at` (None: all)."""
         body = protocol.fork_body(at, name, copy_folder)
         return Workstream.from_json(self._call("POST", ws_path(ws_id, "/fork"), body))
+
+    def usage(self, **query: str | None) -> dict[str, Any]:
+        """Tokens and cost added up: `GET /v1/api/usage` with `group_by` (day, model or user),
+        `user`, `workstream`, `from`, `to` (docs/usage.md)."""
+        return dict(self._call("GET", protocol.usage_path(query)))
+
+    def compact(self, ws_id: str) -> dict[str, Any]:
+        """Summarise the conversation's older messages now (docs/compaction.md): 202 once sent."""
+        return dict(self._call("POST", ws_path(ws_id, "/compact"), {}))
 
     def rewind(self, ws_id: str, to: int) -> dict[str, Any]:
         """Keep the messages up to message `to`; those after it go into a branch."""
@@ -186,10 +214,12 @@ class Client:
         feedback: str | None = None,
         always: bool = False,
         child_ws_id: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> DecisionResult:
         """Approve one call (`call_id`), or every pending call when None; `always`: the tool
-        (bash: the command's first word) is approved from then on in this workstream."""
-        body = protocol.decision_body(True, call_id, feedback, always, child_ws_id)
+        (bash: the command's first word) is approved from then on in this workstream;
+        `arguments` (with `call_id`): it runs with these instead of the model's."""
+        body = protocol.decision_body(True, call_id, feedback, always, child_ws_id, arguments)
         return _decided(self._call("POST", ws_path(ws_id, "/approve"), body))
 
     def deny(
@@ -240,10 +270,7 @@ class Client:
             raise ApprovalNeededError(
                 f"{item.func_name} call {item.call_id} waits for a decision", turn_id, [item]
             )
-        decision = protocol.as_decision(on_approval(item))
-        body = protocol.decision_body(
-            decision.approved, item.call_id, decision.feedback, decision.always, item.child_ws_id
-        )
+        body = protocol.answer_body(on_approval(item), item)
         # decided meanwhile (another client, or `always` covered it): the events say how
         with contextlib.suppress(ConflictError):
             self._call("POST", ws_path(ws_id, "/approve"), body)

@@ -4,6 +4,7 @@ cursor that makes reconnection lose and repeat nothing, and what a turn's events
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -12,6 +13,7 @@ from turnstone_jobs.errors import ApiError, ServerError, api_error
 from turnstone_jobs.results import ApprovalItem, Decision, Event, SendReceipt, ToolResult, TurnResult
 
 API = "/v1/api"
+LISTED = {"schedules": "schedules", "webhooks": "endpoints"}  # a listing's key in its answer
 END_STATES = ("idle", "error")
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # one event (a long tool result) may be far above websockets' 1 MiB
 RECONNECT_DELAYS = (0.1, 0.25, 0.5, 1.0, 2.0)  # then 2 s apart, until reconnect_timeout
@@ -70,6 +72,7 @@ def decision_body(
     feedback: str | None = None,
     always: bool = False,
     child_ws_id: str | None = None,
+    arguments: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"approved": approved, "always": always}
     if call_id is not None:
@@ -78,7 +81,22 @@ def decision_body(
         body["feedback"] = feedback
     if child_ws_id is not None:
         body["child_ws_id"] = child_ws_id
+    if arguments is not None:
+        body["arguments"] = arguments
     return body
+
+
+def answer_body(chosen: Any, item: ApprovalItem) -> dict[str, Any]:
+    """The approve body for what an on_approval callback chose (`chosen`) for `item`."""
+    decision = as_decision(chosen)
+    return decision_body(
+        decision.approved,
+        item.call_id,
+        decision.feedback,
+        decision.always,
+        item.child_ws_id,
+        decision.arguments,
+    )
 
 
 def as_decision(value: Any) -> Decision:
@@ -232,3 +250,9 @@ def key_header(idempotency_key: str | None) -> dict[str, str] | None:
 
 def receipt(data: dict[str, Any]) -> SendReceipt:
     return SendReceipt(str(data["turn_id"]), str(data["status"]))
+
+
+def usage_path(query: Mapping[str, str | None]) -> str:
+    """`/v1/api/usage` with the given filters (`from_` for `from`, a Python keyword)."""
+    given = {key.rstrip("_"): value for key, value in query.items() if value}
+    return f"/v1/api/usage?{urlencode(given)}" if given else "/v1/api/usage"

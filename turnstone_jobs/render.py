@@ -3,6 +3,8 @@ tool calls with their live output; everything from the model or a tool as text, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.text import Text
@@ -34,6 +36,15 @@ class Renderer:
             self.line(_indent(item.preview), "cyan")
         if item.error:
             self.line(f"  refused: {item.error}", "red")
+        if item.rule:
+            self.line(f"  {rule_text(item.rule)}", "yellow")
+        if item.verdict:
+            self.verdict(item.verdict)
+
+    def verdict(self, verdict: dict[str, Any], prefix: str = "  ") -> None:
+        risk = str(verdict.get("risk"))
+        style = {"low": "green", "medium": "yellow", "high": "bold red"}.get(risk, "")
+        self.line(f"{prefix}{verdict_text(verdict)}", style)
 
     def flush(self) -> None:
         for key in list(self._pending):
@@ -81,6 +92,18 @@ class Renderer:
             self.line(f"✓ {name}", "green")
             self.line(_clip(output), "dim")
 
+    def _on_verdict(self, e: Event) -> None:
+        self.verdict(e.get("verdict") or {}, prefix=f"  {e.get('call_id')}: judge says ")
+
+    def _on_output_warning(self, e: Event) -> None:
+        redacted = ", ".join(f"{n} × {kind}" for kind, n in (e.get("redacted") or {}).items())
+        signs = "; ".join(e.get("signs") or [])
+        said = [
+            f"redacted {redacted}" if redacted else "",
+            f"injection signs ({signs}): the model was told" if signs else "",
+        ]
+        self.line(f"output guard ({e.get('name')}): {'; '.join(s for s in said if s)}", "yellow")
+
     def _on_approval_resolved(self, e: Event) -> None:
         verdict = "approved" if e.get("approved") else "denied"
         if e.get("always"):
@@ -93,6 +116,16 @@ class Renderer:
     def _on_message(self, e: Event) -> None:
         if e.get("origin"):  # a person's own message is on their screen already
             self.line(f"[{e.get('origin')}] {e.get('content')}", "magenta")
+
+    def _on_compaction_started(self, e: Event) -> None:
+        self.flush()
+        self.line(f"(compacting: summarising {e.get('messages')} earlier message(s))", "dim")
+
+    def _on_compaction_done(self, e: Event) -> None:
+        if e.get("error"):
+            self.line(f"(compaction failed: {e.get('error')})", "yellow")
+            return
+        self.line(f"({e.get('count')} earlier messages summarised: /summary shows the summary)", "dim")
 
     def _on_turn_queued(self, e: Event) -> None:
         self.line("(queued: it starts when the running turn ends)", "dim")
@@ -162,3 +195,18 @@ def _clip(text: str) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in _clip(text).splitlines())
+
+
+def rule_text(rule: dict[str, Any]) -> str:
+    """An admin's policy rule as one line: `policy: asks a person for bash `git push*` — reason`."""
+    what = f"{rule.get('tool')} `{rule['command']}`" if rule.get("command") else str(rule.get("tool"))
+    effect = {"ask": "asks a person", "deny": "denies", "allow": "allows"}.get(str(rule.get("effect")), "")
+    reason = f" — {rule['reason']}" if rule.get("reason") else ""
+    return f"policy: {effect} for {what}{reason}"
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """The intent judge's verdict as one line: `risk high: runs a script ... (heuristic, 90% sure)`."""
+    confidence = verdict.get("confidence")
+    sure = f", {round(float(confidence) * 100)}% sure" if isinstance(confidence, int | float) else ""
+    return f"risk {verdict.get('risk')}: {verdict.get('reason')} ({verdict.get('by')}{sure})"

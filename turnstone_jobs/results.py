@@ -24,6 +24,9 @@ class Workstream:
     tool_search: dict[str, Any] | None = None
     network: str | None = None  # where its commands may connect: none, proxy or host
     forked_from: str | None = None  # a fork: the workstream it was copied from
+    kind: str = "interactive"  # or "coordinator" (runs child workstreams), "task" (a sub-agent)
+    parent_id: str | None = None  # a coordinator's child, or a sub-agent: its parent
+    closed: bool = False  # closed: it takes no more messages
     pending_approvals: list[ApprovalItem] = field(default_factory=list)
     queued_messages: int = 0
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -42,6 +45,9 @@ class Workstream:
             tool_search=data.get("tool_search") if isinstance(data.get("tool_search"), dict) else None,
             network=_text(data, "network"),
             forked_from=_text(data, "forked_from"),
+            kind=_text(data, "kind") or "interactive",
+            parent_id=_text(data, "parent_id"),
+            closed=bool(data.get("closed")),
             pending_approvals=[ApprovalItem.from_json(i) for i in data.get("pending_approvals") or []],
             queued_messages=int(data.get("queued_messages") or 0),
             raw=data,
@@ -60,6 +66,11 @@ class ApprovalItem:
     needs_approval: bool = False
     error: str | None = None
     child_ws_id: str | None = None
+    args: dict[str, Any] | None = None  # a call waiting for a decision: its arguments, to edit
+    # The admin's policy rule that asked for a person, and the intent judge's verdict (risk,
+    # reason, confidence, by), as the service sent them.
+    rule: dict[str, Any] | None = None
+    verdict: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -72,6 +83,9 @@ class ApprovalItem:
             needs_approval=bool(data.get("needs_approval")),
             error=_text(data, "error"),
             child_ws_id=child_ws_id or _text(data, "child_ws_id"),
+            args=data["args"] if isinstance(data.get("args"), dict) else None,
+            rule=data["rule"] if isinstance(data.get("rule"), dict) else None,
+            verdict=data["verdict"] if isinstance(data.get("verdict"), dict) else None,
             raw=data,
         )
 
@@ -119,6 +133,7 @@ class Decision:
     approved: bool
     feedback: str | None = None
     always: bool = False
+    arguments: dict[str, Any] | None = None  # approve the call with these instead of the model's
 
 
 @dataclass(frozen=True)

@@ -9,23 +9,34 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_ready, worker_shutting_down
 
+from app import approval_links, titles
+from app.compaction import manual as compaction
 from app.engine.life import calls, cancel
 from app.engine.running import chain, sweeper
+from app.judge import model as judge_model
 from app.runtime import Runtime
 from app.sandbox import folders
 from app.settings import Settings
 from app.taskqueue import (
+    BUDGET_WARNING_TASK,
+    COMPACT_TASK,
+    DELIVER_WEBHOOK_TASK,
     FINISH_CALL_TASK,
+    JUDGE_TASK,
     MODEL_STEP_TASK,
+    PUSH_APPROVAL_TASK,
     STOP_CHILDREN_TASK,
     SWEEP_TASK,
+    TITLE_TASK,
     TOOL_BATCH_TASK,
     TOOLS_QUEUE,
     WATCH_PASS_TASK,
     WATCH_POLL_TASK,
 )
 from app.tools.commands import scripts
+from app.usage import warnings
 from app.watches import poller
+from app.webhooks import deliveries
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +106,31 @@ def stop_children(turn_id: str) -> list[str]:
     return cancel.stop_children(runtime(), turn_id)
 
 
+@shared_task(name=COMPACT_TASK)
+def compact(ws_id: str, upto: int) -> str:
+    return compaction.run(runtime(), str(ws_id), int(upto))
+
+
+@shared_task(name=BUDGET_WARNING_TASK)
+def budget_warning(message: str) -> int:
+    return warnings.send(runtime(), str(message))
+
+
+@shared_task(name=TITLE_TASK)
+def title(ws_id: str) -> str | None:
+    return titles.write(runtime(), str(ws_id))
+
+
+@shared_task(name=PUSH_APPROVAL_TASK)
+def push_approval(ws_id: str, turn_id: str, step: int) -> bool:
+    return approval_links.push(runtime(), str(ws_id), str(turn_id), int(step))
+
+
+@shared_task(name=JUDGE_TASK)
+def judge(ws_id: str, turn_id: str, step: int) -> int:
+    return judge_model.judge_step(runtime(), str(ws_id), str(turn_id), int(step))
+
+
 @shared_task(name=SWEEP_TASK)
 def sweep() -> int:
     return sweeper.sweep(runtime())
@@ -108,3 +144,8 @@ def watch_pass() -> int:
 @shared_task(name=WATCH_POLL_TASK)
 def watch_poll(watch_id: str, claim_token: str) -> None:
     poller.poll(runtime(), str(watch_id), str(claim_token))
+
+
+@shared_task(name=DELIVER_WEBHOOK_TASK)
+def deliver_webhook(delivery_id: str) -> str | None:
+    return deliveries.attempt(runtime(), str(delivery_id))

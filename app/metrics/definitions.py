@@ -47,6 +47,19 @@ TOOL_BATCH_SECONDS = Histogram(
     buckets=TOOL_BATCH_BUCKETS,
     registry=None,
 )
+MODEL_TOKENS = Counter(
+    "turnstone_model_tokens",
+    "Tokens the models' providers reported, by model, user (the workstream's owner; operator for the "
+    "operator's) and kind (input, output, cache_read, cache_write).",
+    ["model", "user", "kind"],
+    registry=None,
+)
+MODEL_COST = Counter(
+    "turnstone_model_cost_dollars",
+    "What those tokens cost at [prices.MODEL], by model and user (models without a price: 0).",
+    ["model", "user"],
+    registry=None,
+)
 MODEL_RETRIES = Counter(
     "turnstone_model_retries",
     "Model requests tried again, by server family and reason (rate_limited, overloaded, "
@@ -61,6 +74,22 @@ OPEN_WEBSOCKETS = Gauge(
     multiprocess_mode="livesum",
 )
 
+# Runs (app/jobs) and their webhooks (app/webhooks).
+RUNS_ENDED = Counter(
+    "turnstone_runs_ended",
+    "Runs that ended, by status: succeeded, failed, timed_out, cancelled (counted once, when its end "
+    "is recorded for webhooks).",
+    ["status"],
+    registry=None,
+)
+WEBHOOK_ATTEMPTS = Counter(
+    "turnstone_webhook_attempts",
+    "Webhook delivery attempts, by outcome: delivered, retry (failed, tried again later), failed "
+    "(failed, given up after a day).",
+    ["outcome"],
+    registry=None,
+)
+
 OWN_METRICS = (
     TURNS_STARTED,
     TURNS_FINISHED,
@@ -69,4 +98,6 @@ OWN_METRICS = (
     TOOL_BATCH_SECONDS,
     MODEL_RETRIES,
     OPEN_WEBSOCKETS,
+    RUNS_ENDED,
+    WEBHOOK_ATTEMPTS,
 )

@@ -13,7 +13,9 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.metrics.definitions import (
+    MODEL_COST,
     MODEL_STEP_SECONDS,
+    MODEL_TOKENS,
     OPEN_WEBSOCKETS,
     TOOL_BATCH_SECONDS,
     TOOL_CALLS,
@@ -29,7 +31,9 @@ UNKNOWN_TOOL = "unknown"  # a name the model made up: the call was refused befor
 
 _PENDING = "turnstone_metrics_pending"
 _tool_labels: set[str] = set()
-_tool_labels_lock = threading.Lock()
+_user_labels: set[str] = set()
+_labels_lock = threading.Lock()
+MAX_USER_LABELS = 500  # distinct users one process labels; past it: `other`
 
 
 # -- counted when the transaction commits ------------------------------------------------------
@@ -72,6 +76,27 @@ def tool_call_ended(s: Session | None, tool: str, status: str, is_error: bool) -
     on_commit(s, TOOL_CALLS.labels(tool=tool_label(tool), outcome=outcome).inc)
 
 
+# A step's usage keys, as the metric's `kind` (OpenAI's cached input is inside input_tokens).
+_TOKEN_KINDS = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "cache_read_input_tokens": "cache_read",
+    "cache_creation_input_tokens": "cache_write",
+}
+
+
+def model_usage(model: str, user: str, usage: dict[str, object] | None, cost: float) -> None:
+    """One stored step's tokens and cost. `model` is a configured name (bounded by the config);
+    users past MAX_USER_LABELS in one process count as `other`."""
+    who = _bounded(_user_labels, user, MAX_USER_LABELS)
+    for key, kind in _TOKEN_KINDS.items():
+        count = (usage or {}).get(key)
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            MODEL_TOKENS.labels(model=model, user=who, kind=kind).inc(count)
+    if cost > 0:
+        MODEL_COST.labels(model=model, user=who).inc(cost)
+
+
 def call_outcome(status: str, is_error: bool) -> str:
     """A final call status as the metric's outcome: `done` splits into ok and error; a call
     its prepare phase refused (`error` status) is `refused`."""
@@ -81,12 +106,16 @@ def call_outcome(status: str, is_error: bool) -> str:
 
 
 def tool_label(name: str) -> str:
-    with _tool_labels_lock:
-        if name in _tool_labels:
+    return _bounded(_tool_labels, name, MAX_TOOL_LABELS)
+
+
+def _bounded(seen: set[str], name: str, most: int) -> str:
+    with _labels_lock:
+        if name in seen:
             return name
-        if len(_tool_labels) >= MAX_TOOL_LABELS:
+        if len(seen) >= most:
             return OTHER_TOOL
-        _tool_labels.add(name)
+        seen.add(name)
         return name
 
 

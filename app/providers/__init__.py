@@ -8,7 +8,7 @@ from app.providers.errors import (
     ModelRequestError,
     ModelUnavailableError,
 )
-from app.providers.reply import stream_reply
+from app.providers.reply import Text, reply_text, stream_reply
 from app.providers.reply_parts import ModelEvent, ToolCallRequest
 
 __all__ = [
@@ -18,6 +18,8 @@ __all__ = [
     "ModelNotConfiguredError",
     "ModelRequestError",
     "ModelUnavailableError",
+    "Text",
     "ToolCallRequest",
+    "reply_text",
     "stream_reply",
 ]

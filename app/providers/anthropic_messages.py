@@ -13,7 +13,7 @@ import httpx2
 from anthropic.types import Message
 
 from app.providers import event_fields as fields
-from app.providers import keepalive, reply_parts
+from app.providers import keepalive, prompt_cache, reply_parts
 from app.providers.anthropic_format import (
     TOOL_SEARCH_BETA,
     convert_messages,
@@ -92,7 +92,7 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
         params["tools"] = converted_tools
         if has_tool_search(converted_tools):
             params["extra_headers"] = {"anthropic-beta": TOOL_SEARCH_BETA}
-    return params
+    return prompt_cache.mark_anthropic(params)
 
 
 def attempt(
@@ -103,6 +103,7 @@ def attempt(
     should_stop: Callable[[], bool],
     timeout_seconds: float,
     idle_seconds: float | None = None,
+    cache_key: str | None = None,  # Anthropic's cache needs no key: the marks say what to keep
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
     base_url = model.base_url or ANTHROPIC_DEFAULT_BASE_URL

@@ -53,7 +53,12 @@ def check_configured(model: ModelSettings) -> None:
 
 
 def request_params(
-    model: ModelSettings, messages: list[dict], tools: list[dict], *, ask_usage: bool = True
+    model: ModelSettings,
+    messages: list[dict],
+    tools: list[dict],
+    *,
+    ask_usage: bool = True,
+    cache_key: str | None = None,
 ) -> dict:
     """The chat completion request: the neutral messages are nearly this wire format."""
     params: dict[str, Any] = {
@@ -70,6 +75,8 @@ def request_params(
         params["web_search_options"] = {}
     if model.max_tokens is not None:
         params[profile_for(model).max_tokens_key] = model.max_tokens
+    if cache_key is not None and profile_for(model).family == "openai":  # others may refuse the key
+        params["prompt_cache_key"] = cache_key
     return params
 
 
@@ -81,11 +88,13 @@ def attempt(
     should_stop: Callable[[], bool],
     timeout_seconds: float,
     idle_seconds: float | None = None,
+    cache_key: str | None = None,
 ) -> Generator[ModelEvent, None, None]:
     """One streamed request; SDK failures leave as `AttemptFailedError`."""
     base_url = model.base_url or OPENAI_DEFAULT_BASE_URL
     client = cached_client(openai.OpenAI, api_key_for(model), base_url, timeout_seconds, idle_seconds)
-    params = request_params(model, messages, tools, ask_usage=base_url not in _REFUSES_STREAM_OPTIONS)
+    ask_usage = base_url not in _REFUSES_STREAM_OPTIONS
+    params = request_params(model, messages, tools, ask_usage=ask_usage, cache_key=cache_key)
     waited = idle_seconds or timeout_seconds
     failures = sdk_failures(openai, waited, transport_errors=(httpx2.TransportError,))
     with failures, _create(client, params, base_url) as stream:

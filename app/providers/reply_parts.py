@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-EventKind = Literal["content", "reasoning", "tool_call", "server_block", "restart", "retry", "finish"]
+EventKind = Literal[
+    "content", "reasoning", "tool_call", "server_block", "restart", "retry", "fallback", "finish"
+]
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class ModelEvent:
     call and result); it is stored with the reply and sent back as it came. "retry": an
     attempt failed and another (`attempt`, counted from 1) follows after `wait_seconds`;
     `text` says why. It comes before the wait, and before a "restart" when events went out.
+    "fallback": the next attempt goes to another model of the chain, `to_model` (after
+    `from_model`, whose failure `text` gives); it follows its "retry" event.
     """
 
     kind: EventKind
@@ -44,6 +48,8 @@ class ModelEvent:
     block: Mapping[str, Any] | None = None
     attempt: int | None = None
     wait_seconds: float | None = None
+    from_model: str | None = None
+    to_model: str | None = None
 
 
 def content(text: str) -> ModelEvent:
@@ -72,3 +78,7 @@ def retry(reason: str, attempt: int, wait_seconds: float) -> ModelEvent:
 
 def server_block(block: Mapping[str, Any]) -> ModelEvent:
     return ModelEvent(kind="server_block", block=dict(block))
+
+
+def fallback(from_model: str, to_model: str, reason: str) -> ModelEvent:
+    return ModelEvent(kind="fallback", text=reason, from_model=from_model, to_model=to_model)

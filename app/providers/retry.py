@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import random
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from app.metrics.definitions import MODEL_RETRIES
@@ -49,6 +48,18 @@ def _never() -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Target:
+    """One model of a chain: how to make one attempt at it, and how it is retried and named."""
+
+    attempt: Callable[[], Generator[ModelEvent, None, None]]
+    target: str  # "openai model 'x' at URL", for errors
+    policy: RetryPolicy
+    secret: str | None = None
+    family: str = "generic"
+    name: str = ""  # its [models.NAME], for the fallback event
+
+
 def stream_with_retries(
     attempt: Callable[[], Generator[ModelEvent, None, None]],
     *,
@@ -58,18 +69,29 @@ def stream_with_retries(
     should_stop: Callable[[], bool] = _never,
     family: str = "generic",
 ) -> Iterator[ModelEvent]:
-    """Events of one attempt after another until one completes, within `policy.retries`.
+    """One model's events, retried within `policy.retries` (`stream_chain` of one)."""
+    return stream_chain([Target(attempt, target, policy, secret, family)], should_stop=should_stop)
+
+
+def stream_chain(targets: Sequence[Target], should_stop: Callable[[], bool] = _never) -> Iterator[ModelEvent]:
+    """Events of one attempt after another until one completes: the first model, and on a
+    retryable failure the next (a "fallback" event says so, no wait), round the chain again
+    after the last (with the back-off first), for `retries + 1` attempts in all, and at least
+    one at each model.
 
     A retryable failure before any event went out is retried quietly; after events
     went out, a "restart" event first tells the caller to forget them. A
     `should_stop()` during the wait between tries ends the stream there, with no
     further try and no error (as a stop in the middle of a stream does).
     """
+    n = len(targets)
+    attempts = max(targets[0].policy.retries + 1, n)
     was_interrupted = False
-    for retry_number in itertools.count():
-        has_started = False
+    failures: dict[int, Failure] = {}
+    for number in range(attempts):
+        here, has_started = targets[number % n], False
         try:
-            with contextlib.closing(attempt()) as attempt_events:
+            with contextlib.closing(here.attempt()) as attempt_events:
                 for event in attempt_events:
                     has_started = True
                     yield event
@@ -77,17 +99,22 @@ def stream_with_retries(
         except AttemptFailedError as exc:
             failure = exc.failure
         was_interrupted = was_interrupted or has_started
-        if error := _final_error(failure, target, policy, retry_number, was_interrupted, secret):
+        failures[number % n] = failure
+        last = number + 1 == attempts
+        if error := _final_error(failure, here, number, was_interrupted, last, targets, failures):
             raise error
-        wait = policy.delay(retry_number, failure)
-        MODEL_RETRIES.labels(family=family, reason=failure.reason).inc()
-        reason = redact(failure.describe(), secret)
-        yield reply_parts.retry(reason, attempt=retry_number + 2, wait_seconds=wait)
+        going = targets[(number + 1) % n]
+        wait = here.policy.delay(number // n, failure) if (number + 1) % n == 0 else 0.0
+        MODEL_RETRIES.labels(family=here.family, reason=failure.reason).inc()
+        reason = redact(failure.describe(), here.secret)
+        yield reply_parts.retry(reason, attempt=number + 2, wait_seconds=wait)
+        if going is not here:
+            yield reply_parts.fallback(here.name, going.name, reason)
         if has_started:
-            yield reply_parts.restart(redact(_restart_reason(failure), secret))
+            yield reply_parts.restart(redact(_restart_reason(failure), here.secret))
         if is_stopped_while_waiting(wait, should_stop):
             return
-    raise AssertionError("unreachable")  # itertools.count() never ends
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def is_stopped_while_waiting(seconds: float, should_stop: Callable[[], bool]) -> bool:
@@ -103,24 +130,38 @@ def is_stopped_while_waiting(seconds: float, should_stop: Callable[[], bool]) ->
 
 def _final_error(
     failure: Failure,
-    target: str,
-    policy: RetryPolicy,
-    retry_number: int,
+    here: Target,
+    number: int,
     was_interrupted: bool,
-    secret: str | None,
+    last: bool,
+    targets: Sequence[Target],
+    failures: dict[int, Failure],
 ) -> ModelError | None:
     """The error to raise for this failure, or None when another try is due."""
+    target, policy, secret = here.target, here.policy, here.secret
     if failure.is_context_window_exceeded:
         return ContextWindowError(redact(_too_long(target, failure), secret), status=failure.status)
     if not failure.is_retryable and failure.status not in policy.also_retryable:
         message = f"{target} rejected the request: {failure.describe()}"
         return ModelRequestError(redact(message, secret), status=failure.status)
-    if retry_number < policy.retries:
+    if not last:
         return None
-    attempts = retry_number + 1
+    attempts = number + 1
+    if len(targets) > 1:
+        return ModelUnavailableError(_chain_failed(targets, failures, attempts))
     if was_interrupted:
         return ModelUnavailableError(redact(_interrupted(target, failure, attempts), secret))
     return ModelUnavailableError(redact(_exhausted(target, failure, attempts), secret))
+
+
+def _chain_failed(targets: Sequence[Target], failures: dict[int, Failure], attempts: int) -> str:
+    each = "; ".join(
+        f"{t.name or t.target}: {redact(failures[i].describe(), t.secret)}" for i, t in enumerate(targets)
+    )
+    return (
+        f"every model of the fallback chain failed ({_tries(attempts)}); the last error of each: "
+        f"{each}. Check that their servers are running and reachable, and within their rate limits."
+    )
 
 
 def _tries(attempts: int) -> str:

@@ -10,7 +10,7 @@ import uuid
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.errors import BadRequestError, ForbiddenError
+from app.errors import BadRequestError, ForbiddenError, UnprocessableError
 from app.sandbox.reach import is_within
 from app.settings import Settings
 from app.storage import service_keys
@@ -46,7 +46,7 @@ def named(settings: Settings, working_dir: str, is_admin: bool) -> str:
             f"working_dir: {folder} is outside the roots a working folder may be in ({shown})"
         )
     if not os.path.isdir(folder):
-        raise BadRequestError(f"working_dir: {folder} is not a directory", field="working_dir")
+        raise UnprocessableError(f"working_dir: {folder} is not a directory", field="working_dir")
     return folder
 
 

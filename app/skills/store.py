@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from app.bm25 import Index, without_punctuation
-from app.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from app.errors import ConflictError, ForbiddenError, NotFoundError, UnprocessableError
 from app.reranking import retrieval
 from app.settings import RERANK_BM25_POOL, SKILL_SEARCH_RESULTS, ToolSettings
 from app.skills.fields import render
@@ -143,7 +143,7 @@ def chosen_at_creation(db: Database, name: str | None) -> PromptTemplate | None:
         return default_skill(db)
     row = get(db, name) if storable(name) == name else None
     if row is None or not row.enabled:
-        raise BadRequestError(f"skill: no enabled skill named {name[:100]!r}", field="skill")
+        raise UnprocessableError(f"skill: no enabled skill named {name[:100]!r}", field="skill")
     return row
 
 

@@ -24,6 +24,12 @@ class WorkstreamState(StrEnum):
     ERROR = "error"
 
 
+class NameOrigin(StrEnum):
+    DEFAULT = "default"  # "workstream 1a2b3c": the titler may replace it
+    USER = "user"  # given at creation or by a rename
+    TITLE = "title"  # written by the titler from the first exchange
+
+
 class TurnStatus(StrEnum):
     QUEUED = "queued"
     ACTIVE = "active"
@@ -70,12 +76,19 @@ class Workstream(SQLModel, table=True):
     parent_id: str | None = Field(default=None, max_length=32, index=True)
     model: str | None = Field(default=None, max_length=200)
     auto_approve: bool = False
+    # The intent judge may approve its low-risk calls (app/judge): decided_how "smart".
+    smart_approve: bool = False
+    # Its calls that wait for a person are pushed to its owner's channels (app/approval_links.py).
+    notify_approvals: bool = False
     auto_approve_tools: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
+    # Tools its API client declared and answers itself (app/tools/client_tools.py): name,
+    # description, parameters; a call to one waits for POST .../tool_outputs.
+    client_tools: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(SafeJSON, nullable=False)
+    )
     read_paths: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
     # Tools that tool search has brought into view for this workstream; they stay offered.
-    expanded_tools: list[str] = Field(
-        default_factory=list, sa_column=Column(SafeJSON, nullable=False, server_default="[]")
-    )
+    expanded_tools: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
     working_dir: str = Field(sa_column=Column(SafeText, nullable=False))
     # Its own tool search settings ({"mode", "threshold", "max_results"}, each optional) over [tools]'.
     tool_search: dict[str, Any] | None = Field(default=None, sa_column=Column(SafeJSON))
@@ -104,6 +117,14 @@ class Workstream(SQLModel, table=True):
     forked_at: int | None = None
     # Bumped by every rewind and restore: a worker's copy of the conversation is then read anew.
     history_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # Closed (app/coordination/children.py close): its turns were stopped and it takes no more
+    # messages; its history stays. A coordinator's close closes its children too.
+    closed_at: datetime | None = None
+    # The sidebar's (migration 0014): kept on top, or out of the list until asked for.
+    pinned: bool = Field(default=False, sa_column_kwargs={"server_default": "0"})
+    archived_at: datetime | None = None
+    # Who named it (NameOrigin): only a default name is replaced by a title (app/titles.py).
+    name_origin: str = Field(default="user", max_length=16, sa_column_kwargs={"server_default": "user"})
 
 
 class Turn(SQLModel, table=True):
@@ -155,6 +176,13 @@ class Message(SQLModel, table=True):
     origin: str | None = Field(default=None, max_length=32)
     # The branch a rewind moved it to (app/engine/life/branches.py); None: in the conversation.
     branch_id: str | None = Field(default=None, max_length=32, index=True)
+    # role "summary" (app/compaction): the model is sent it in place of the conversation's
+    # messages up to `covers_to` (ids); they stay stored. `covers_count`: how many it replaced.
+    covers_from: int | None = None
+    covers_to: int | None = None
+    covers_count: int | None = None
+    # assistant: the model that gave it ([models.NAME]): the workstream's, or a fallback's
+    model: str | None = Field(default=None, max_length=200)
 
 
 class Branch(SQLModel, table=True):
@@ -205,6 +233,32 @@ class ToolCall(SQLModel, table=True):
     finished_at: datetime | None = None
     decided_by_id: str | None = Field(default=None, max_length=32)  # the deciding user; None: operator
     decided_via: str | None = Field(default=None, max_length=16)  # http, websocket, cli
+    # The model's arguments when the person who approved the call changed them first (`args`
+    # then holds what ran); None: it ran as the model asked.
+    original_args: dict[str, Any] | None = Field(default=None, sa_column=Column(SafeJSON, nullable=True))
+    # The admin's tool policy rule that decided or asked for it (app/policies): kept as it read
+    # then, so deleting the rule later does not lose why the call went as it did.
+    policy_rule: dict[str, Any] | None = Field(default=None, sa_column=Column(SafeJSON))
+    # The intent judge's verdict when the call needed a person (app/judge/heuristic.py Verdict).
+    verdict: dict[str, Any] | None = Field(default=None, sa_column=Column(SafeJSON))
+
+
+class ToolPolicy(SQLModel, table=True):
+    """An admin's rule for tool calls (app/policies): allow, deny or ask, by tool-name pattern
+    and optionally a command pattern; everyone's (`user_id` and `group_name` None), one user's, or
+    the members' of one group."""
+
+    __tablename__ = "tool_policies"
+
+    id: str = Field(primary_key=True, max_length=32)
+    effect: str = Field(max_length=8)  # allow, deny, ask
+    tool: str = Field(max_length=200)  # a glob on the tool's name
+    command: str | None = Field(default=None, sa_column=Column(SafeText))  # a glob on its command
+    user_id: str | None = Field(default=None, foreign_key="users.id", index=True, max_length=32)
+    group_name: str | None = Field(default=None, index=True, max_length=64)  # a group's members only
+    reason: str | None = Field(default=None, sa_column=Column(SafeText))  # shown to the model on deny
+    created_by: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 class ApiToken(SQLModel, table=True):
@@ -216,9 +270,7 @@ class ApiToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     # None: a token made before users existed, which speaks for the operator (app/users/tokens.py).
     user_id: str | None = Field(default=None, foreign_key="users.id", index=True, max_length=32)
-    scopes: list[str] = Field(
-        default_factory=list, sa_column=Column(SafeJSON, nullable=False, server_default="[]")
-    )
+    scopes: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
     kind: str = Field(default="api", max_length=16, sa_column_kwargs={"server_default": "api"})  # api, login
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
@@ -233,6 +285,9 @@ class User(SQLModel, table=True):
     is_admin: bool = False
     disabled_at: datetime | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    # The groups the user belongs to, by name (an admin sets them): a tool policy rule may be a
+    # group's (app/policies). None: none.
+    groups: list[str] | None = Field(default=None, sa_column=Column(SafeJSON))
 
 
 class Blob(SQLModel, table=True):
@@ -450,4 +505,199 @@ class NotifyPermit(SQLModel, table=True):
 
     user_id: str = Field(foreign_key="users.id", primary_key=True, max_length=32)  # who is notified
     sender_id: str = Field(foreign_key="users.id", primary_key=True, max_length=32)  # whose workstreams
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+# -- coordinators (issue 45) --------------------------------------------------------------------
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+class CoordinatorTask(SQLModel, table=True):
+    """One entry of a coordinator's task list (the `tasks` tool; shown in the web client)."""
+
+    __tablename__ = "coordinator_tasks"
+
+    id: int | None = Field(default=None, primary_key=True)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    title: str = Field(sa_column=Column(SafeText, nullable=False))
+    status: str = Field(default=TaskStatus.PENDING, max_length=16)
+    child_ws_id: str | None = Field(default=None, max_length=32)  # the child working on it, if any
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+# -- background shells (issue 45) --------------------------------------------------------------
+
+
+class ShellStatus(StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"
+    KILLED = "killed"  # by kill_shell, the idle limit, or its workstream's close or delete
+    LOST = "lost"  # its worker stopped (the shell was stopped with it); its output so far is kept
+
+
+class BackgroundShell(SQLModel, table=True):
+    """A bash command started with run_in_background (app/tools/commands/background.py): its
+    output is stored as it comes (ShellChunk), so that any worker reads it and none loses it."""
+
+    __tablename__ = "background_shells"
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(foreign_key="workstreams.id", index=True, max_length=32)
+    command: str = Field(sa_column=Column(SafeText, nullable=False))
+    status: str = Field(default=ShellStatus.RUNNING, max_length=16)
+    exit_code: int | None = None
+    note: str | None = Field(default=None, sa_column=Column(SafeText))  # why it ended, when not by itself
+    kill_requested: bool = False
+    read_through: int = 0  # the last chunk id bash_output has returned
+    stored_chars: int = 0
+    dropped_chars: int = 0  # past the stored cap: counted, not kept
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)  # renewed by the worker that runs it
+    last_read_at: datetime = Field(default_factory=utcnow)  # bash_output (the idle limit's clock)
+    ended_at: datetime | None = None
+
+
+class ShellChunk(SQLModel, table=True):
+    __tablename__ = "shell_chunks"
+
+    id: int | None = Field(default=None, primary_key=True)
+    shell_id: str = Field(foreign_key="background_shells.id", index=True, max_length=32)
+    text: str = Field(sa_column=Column(SafeText, nullable=False))
+
+
+# -- runs (app/jobs): a turn with a contract ------------------------------------------------
+
+
+class Run(SQLModel, table=True):
+    """A turn started through the runs API with a contract: its policy (what runs without a
+    person), its deadline and the caller's metadata. Its status is read from the turn and its
+    calls, never stored apart (app/jobs/status.py); `end_reason` says why the service itself
+    ended it (timed_out, policy), written before the cancel that ends it."""
+
+    __tablename__ = "runs"
+
+    id: str = Field(primary_key=True, max_length=32)
+    ws_id: str = Field(index=True, max_length=32)
+    turn_id: str | None = Field(default=None, max_length=32, unique=True)
+    owner_id: str | None = Field(default=None, max_length=32, index=True)
+    policy: dict[str, Any] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    run_metadata: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column("metadata", SafeJSON, nullable=False)
+    )
+    timeout_s: int | None = None
+    deadline_at: datetime | None = Field(default=None, index=True)
+    end_reason: str | None = Field(default=None, max_length=16)
+    end_note: str | None = Field(default=None, sa_column=Column(SafeText))
+    created_by: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    notified_at: datetime | None = None  # its end's webhooks were recorded (app/webhooks/emitting.py)
+    signing_key: str | None = Field(default=None, max_length=64)  # its decide links' (app/jobs/links.py)
+    # the caller's own tools for this run (app/tools/client_tools.py), beside its workstream's
+    tools: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))
+    webhook_id: str | None = Field(default=None, max_length=32)  # an endpoint that gets all its events
+
+
+# -- webhooks (app/webhooks): per-user endpoints and each delivery, recorded before it is sent --
+
+
+class WebhookEndpoint(SQLModel, table=True):
+    """Where a user's events are POSTed, signed with `secret` (Standard Webhooks). The secret is
+    shown once, when made or rotated, and never again: not in listings, logs or events."""
+
+    __tablename__ = "webhook_endpoints"
+
+    id: str = Field(primary_key=True, max_length=32)
+    owner_id: str | None = Field(default=None, max_length=32, index=True)  # None: the operator's
+    url: str = Field(sa_column=Column(SafeText, nullable=False))
+    secret: str = Field(max_length=100)
+    events: list[str] = Field(default_factory=list, sa_column=Column(SafeJSON, nullable=False))  # []: all
+    description: str = Field(default="", max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """One event for one endpoint: stored with its exact body before the first attempt, then
+    attempted until accepted or a day has passed. `event_key` makes recording it twice a no-op."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (UniqueConstraint("endpoint_id", "event_key"),)
+
+    id: str = Field(primary_key=True, max_length=40)  # the webhook-id header: msg_<hex>
+    endpoint_id: str = Field(max_length=32, index=True)
+    event_type: str = Field(max_length=40)
+    event_key: str = Field(max_length=120, index=True)  # found by key: turn.completed (app/webhooks/turns.py)
+    payload: str = Field(sa_column=Column(SafeText, nullable=False))  # the body, as signed
+    status: str = Field(default="pending", max_length=16, index=True)  # pending, delivered, failed
+    attempts: int = 0
+    next_attempt_at: datetime | None = Field(default=None, index=True)
+    claimed_until: datetime | None = None  # an attempt under way (a worker died in it: retried after)
+    last_status: int | None = None
+    last_error: str | None = Field(default=None, sa_column=Column(SafeText))
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None
+
+
+# -- schedules (app/schedules): runs started on time, each firing claimed once --------------------
+
+
+class Schedule(SQLModel, table=True):
+    """A prompt run on a cron expression or every N seconds, in its timezone, in one workstream
+    or a new one each time, under a run's policy. `next_fire_at` is the next time it is due."""
+
+    __tablename__ = "schedules"
+
+    id: str = Field(primary_key=True, max_length=32)
+    owner_id: str | None = Field(default=None, max_length=32, index=True)
+    cron: str | None = Field(default=None, max_length=200)
+    every_s: int | None = None
+    timezone: str = Field(default="UTC", max_length=64)
+    prompt: str = Field(sa_column=Column(SafeText, nullable=False))
+    ws_id: str | None = Field(default=None, max_length=32)  # None: a new workstream each time
+    policy: dict[str, Any] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    timeout_s: int | None = None
+    paused: bool = False
+    webhook_id: str | None = Field(default=None, max_length=32)  # its runs' webhook endpoint
+    next_fire_at: datetime = Field(index=True)
+    created_by: str | None = Field(default=None, max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ScheduleFiring(SQLModel, table=True):
+    """One firing of a schedule: the unique (schedule, time) row is its claim, so two beats or a
+    restarted one never fire one time twice. `run_id` is decided by the claim (the run's id)."""
+
+    __tablename__ = "schedule_firings"
+    __table_args__ = (UniqueConstraint("schedule_id", "fire_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    schedule_id: str = Field(max_length=32, index=True)
+    fire_at: datetime
+    run_id: str = Field(max_length=32)
+    started: bool = False  # its run was stored and sent
+    error: str | None = Field(default=None, sa_column=Column(SafeText))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Trigger(SQLModel, table=True):
+    """A secret URL (`/v1/hooks/{id}`: the id is the secret) whose POSTed JSON starts a run with
+    the body as context; with `secret`, only a request signed with it (GitHub's
+    X-Hub-Signature-256) is taken (app/jobs/triggers.py)."""
+
+    __tablename__ = "triggers"
+
+    id: str = Field(primary_key=True, max_length=32)
+    owner_id: str | None = Field(default=None, max_length=32, index=True)
+    prompt: str = Field(sa_column=Column(SafeText, nullable=False))
+    ws_id: str | None = Field(default=None, max_length=32)  # None: a new workstream each time
+    policy: dict[str, Any] = Field(default_factory=dict, sa_column=Column(SafeJSON, nullable=False))
+    timeout_s: int | None = None
+    secret: str | None = Field(default=None, max_length=100)  # never shown after its creation
+    created_by: str | None = Field(default=None, max_length=200)
     created_at: datetime = Field(default_factory=utcnow)

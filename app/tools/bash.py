@@ -214,7 +214,12 @@ def prepare(args: dict[str, Any], ctx: ToolContext) -> Preparation:
     if not isinstance(stop_on_error, bool):
         return _refusal(args, "Error: 'stop_on_error' must be true or false")
     clean["stop_on_error"] = stop_on_error
-    header = _header(command)
+    background = args.get("run_in_background", False)
+    if background is not None and not isinstance(background, bool):
+        return _refusal(args, "Error: 'run_in_background' must be true or false")
+    if background:
+        clean["run_in_background"] = True
+    header = _header(command) + (" &" if background else "")
     pattern = blocked_pattern(command)
     if pattern:
         message = f"Blocked: command matches dangerous pattern '{pattern}'"
@@ -242,6 +247,8 @@ def _preview(args: dict[str, Any]) -> str:
         notes.append(f"timeout: {args['timeout']} s")
     if args["stop_on_error"]:
         notes.append("stop on error")
+    if args.get("run_in_background"):
+        notes.append("in the background: it keeps running after this call; read it with bash_output")
     suffix = f"\n({', '.join(notes)})" if notes else ""
     return args["command"] + suffix
 
@@ -339,7 +346,11 @@ class _Run:
     pipes: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
 
     def __post_init__(self) -> None:
-        self.redactors = {name: StreamRedactor(self.secrets) for name in ("stdout", "stderr")}
+        shapes = self.ctx.settings.redact_key_shapes
+        self.redactors = {
+            name: StreamRedactor(self.secrets, shapes=shapes, counts=self.ctx.redacted)
+            for name in ("stdout", "stderr")
+        }
         for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
             assert stream is not None
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -447,6 +458,8 @@ def _joined(items: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]
 def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     if not os.path.isdir(ctx.working_dir):
         return ToolOutcome(f"Error: working directory {ctx.working_dir} does not exist", True)
+    if args.get("run_in_background"):
+        return _in_background(args["command"], ctx)
     timeout = args.get("timeout") or ctx.settings.timeout
     stop_on_error = bool(args.get("stop_on_error"))
     try:
@@ -454,6 +467,19 @@ def execute(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
     except SandboxUnavailableError as exc:
         return ToolOutcome(str(exc), True)
     return _outcome(done, timeout, stop_on_error, ctx.settings.truncation)
+
+
+def _in_background(command: str, ctx: ToolContext) -> ToolOutcome:
+    from app.tools.commands import background
+
+    try:
+        shell_id = background.start(ctx, command)
+    except background.ShellError as exc:
+        return ToolOutcome(str(exc), True)
+    return ToolOutcome(
+        f"Started in the background as shell {shell_id}. Read what it prints with "
+        f"bash_output(shell_id={shell_id!r}); stop it with kill_shell."
+    )
 
 
 @dataclass(frozen=True)
@@ -503,6 +529,19 @@ def _script(command: str, stop_on_error: bool) -> str:
 def _execute(script: str, timeout: int, ctx: ToolContext, jail: Jail | None, guard: GroupGuard) -> Completed:
     environ = dict(os.environ)
     known = service_secrets(ctx)
+    argv, env, cap = command_argv(script, ctx, jail, environ, known)
+    try:
+        return _started(argv, env, ctx, timeout, known, environ, guard)
+    finally:
+        if cap is not None:
+            cap.remove()
+
+
+def command_argv(
+    script: str, ctx: ToolContext, jail: Jail | None, environ: dict[str, str], known: list[str]
+) -> tuple[list[str], dict[str, str], Any]:
+    """How `script` is run (in the jail, when there is one) and with what environment, and the
+    process cap the caller removes once it has ended (None without one). Background shells too."""
     env = scrubbed_environment(environ, known)
     argv = ["bash", script]
     cap = None
@@ -512,11 +551,7 @@ def _execute(script: str, timeout: int, ctx: ToolContext, jail: Jail | None, gua
         cap = pids.cap(jail.sandbox.processes)
         if cap is not None:
             argv = cap.prefix() + argv
-    try:
-        return _started(argv, env, ctx, timeout, known, environ, guard)
-    finally:
-        if cap is not None:
-            cap.remove()
+    return argv, env, cap
 
 
 def _started(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.providers import ContextWindowError, ModelError, stream_reply
+from app.providers import ContextWindowError, ModelError, reply_text, stream_reply
 from app.settings import ModelSettings
 from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 from app.tools.web.fetch import Fetcher, FetchError, Page, Target, prepared
@@ -109,18 +109,10 @@ def _messages(url: str, shown: str, total: int, question: str) -> list[dict[str,
 
 
 def _ask(ctx: ToolContext, model: ModelSettings, messages: list[dict[str, Any]]) -> str:
-    parts: list[str] = []
-    finished = False
-    for event in stream_reply(model, messages, [], should_stop=ctx.is_cancelled):
-        if event.kind == "restart":
-            parts.clear()  # the reply starts again from nothing
-        elif event.kind == "content":
-            parts.append(event.text)
-        elif event.kind == "finish":
-            finished = True
-    if not finished:
+    reply = reply_text(stream_reply(model, messages, [], should_stop=ctx.is_cancelled))
+    if not reply.finished:
         raise FetchError("Cancelled while the model was reading the page")
-    answer = "".join(parts).strip()
+    answer = reply.text.strip()
     if not answer:
         raise FetchError("Error: the page was fetched, but the model gave no answer about it")
     return answer

@@ -25,6 +25,11 @@ def add_parsers(sub: Any) -> None:
     user.add_parser("list", help="list users")
     disable = user.add_parser("disable", help="refuse the user's sign-in and tokens from now on")
     disable.add_argument("name")
+    enable = user.add_parser("enable", help="let a disabled user sign in again; their live tokens work again")
+    enable.add_argument("name")
+    groups = user.add_parser("groups", help="set the groups a user belongs to (all of them; none: no groups)")
+    groups.add_argument("name")
+    groups.add_argument("groups", nargs="*", help="group names; a group's policy rules apply to its members")
 
     token = sub.add_parser("token", help="manage API tokens").add_subparsers(
         dest="token_command", required=True
@@ -56,6 +61,8 @@ def run(rt: Store, args: argparse.Namespace) -> int:
         ("user", "create"): _user_create,
         ("user", "list"): _user_list,
         ("user", "disable"): _user_disable,
+        ("user", "enable"): _user_enable,
+        ("user", "groups"): _user_groups,
         ("token", "create"): _token_create,
         ("token", "list"): _token_list,
         ("token", "revoke"): _token_revoke,
@@ -87,12 +94,25 @@ def _user_create(rt: Store, args: argparse.Namespace) -> None:
 def _user_list(rt: Store, args: argparse.Namespace) -> None:
     for user in accounts.list_all(rt):
         flags = [f for f, on in (("admin", user.is_admin), ("disabled", user.disabled_at)) if on]
-        print(f"{user.name}\t{','.join(flags) or '-'}\t{user.created_at:%Y-%m-%d %H:%M}")
+        groups = ",".join(user.groups or []) or "-"
+        print(f"{user.name}\t{','.join(flags) or '-'}\t{groups}\t{user.created_at:%Y-%m-%d %H:%M}")
 
 
 def _user_disable(rt: Store, args: argparse.Namespace) -> None:
     accounts.disable(rt, args.name.strip().lower())
     print(f"disabled user {args.name}")
+
+
+def _user_enable(rt: Store, args: argparse.Namespace) -> None:
+    accounts.set_disabled(rt, args.name.strip().lower(), False)
+    print(f"enabled user {args.name}")
+
+
+def _user_groups(rt: Store, args: argparse.Namespace) -> None:
+    for name, value in (("name", args.name), *(("groups", g) for g in args.groups)):
+        check_text(name, value, None)  # from argv: a byte that is not UTF-8 is a lone surrogate
+    user = accounts.set_groups(rt, args.name.strip().lower(), args.groups)
+    print(f"user {user.name}: groups {', '.join(user.groups or []) or '(none)'}")
 
 
 def _token_create(rt: Store, args: argparse.Namespace) -> None:

@@ -8,16 +8,19 @@ forbidden, so that ids do not leak.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, select
 from sqlmodel import col
+from sqlmodel import select as sqlmodel_select
 
 from app.errors import NotFoundError
 from app.runtime import Runtime
 from app.storage.models import Workstream
 from app.users.known_owners import Owner
 from app.users.principal import Principal
+
+T = TypeVar("T")
 
 
 def owner_for_new(principal: Principal) -> str | None:
@@ -69,3 +72,36 @@ def require_workstream(rt: Runtime, principal: Principal, ws_id: str) -> None:
 
 
 _OWNER = select(col(Workstream.owner_id)).where(col(Workstream.id) == bindparam("ws_id"))
+
+
+# -- things a user keeps (webhook endpoints, schedules, triggers): their owner's, any for an admin --
+
+
+def owned_clause(owner_column: Any, principal: Principal) -> Any:
+    """A WHERE clause on an `owner_id` column for the rows that are `principal`'s own (the
+    operator's: those with no owner)."""
+    column = col(owner_column)
+    return column.is_(None) if principal.user_id is None else column == principal.user_id
+
+
+def may_reach(principal: Principal, owner_id: str | None) -> bool:
+    """Whether `principal` may reach a kept thing of `owner_id` (its owner, or an admin)."""
+    return principal.is_admin or owner_id == principal.user_id
+
+
+def owned_row(rt: Runtime, who: Principal, model: type[T], row_id: str, what: str) -> T:
+    """The kept row `row_id` of `model` (with an `owner_id`) if `who` may reach it; a 404 naming
+    `what` otherwise, the same whether it is missing or another user's."""
+    with rt.db.reader() as s:
+        row = s.get(model, row_id)
+    if row is None or not may_reach(who, getattr(row, "owner_id", None)):
+        raise NotFoundError(f"no {what} {row_id}")
+    return row
+
+
+def owned_rows(rt: Runtime, who: Principal, model: type[T]) -> list[T]:
+    """`who`'s own rows of `model` (with `owner_id` and `created_at`), oldest first."""
+    owner, created = getattr(model, "owner_id"), getattr(model, "created_at")  # noqa: B009
+    with rt.db.reader() as s:
+        query = sqlmodel_select(model).where(owned_clause(owner, who)).order_by(col(created))
+        return list(s.exec(query).all())

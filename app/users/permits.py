@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import delete
 from sqlmodel import col, select
 
-from app.errors import BadRequestError
+from app.errors import UnprocessableError
 from app.memory import owners
 from app.storage.database import Database
 from app.storage.models import NotifyPermit, User
@@ -28,7 +28,8 @@ def replace(db: Database, user_id: str, names: list[str]) -> list[str]:
         found = dict(s.exec(select(User.name, User.id).where(col(User.name).in_(wanted))).all())
         unknown = [name for name in wanted if name not in found]
         if unknown:
-            raise BadRequestError(f"users: no such user {', '.join(map(repr, unknown[:5]))}", field="users")
+            message = f"users: no such user {', '.join(map(repr, unknown[:5]))}"
+            raise UnprocessableError(message, field="users")
         s.exec(delete(NotifyPermit).where(col(NotifyPermit.user_id) == user_id))
         for name in wanted:
             if found[name] != user_id:

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from app.errors import BadRequestError, NotFoundError, UnauthorizedError
+from app.errors import BadRequestError, NotFoundError, UnauthorizedError, UnprocessableError
 from app.storage.models import ApiToken, User, utcnow
 from app.users import principal as principals
 from app.users.principal import Principal
@@ -46,7 +46,8 @@ def parse_duration(text: str) -> int:
 
 def check_lifetime(seconds: int, field: str) -> int:
     if not 1 <= seconds <= MAX_TOKEN_SECONDS:
-        raise BadRequestError(f"{field}: between 1 second and {MAX_TOKEN_SECONDS // 86400} days", field=field)
+        message = f"{field}: between 1 second and {MAX_TOKEN_SECONDS // 86400} days"
+        raise UnprocessableError(message, field=field)
     return seconds
 
 
@@ -156,6 +157,18 @@ def revoke(rt: Store, token_id: int) -> bool:
             .values(revoked_at=utcnow())
         )
     return bool(moved.rowcount == 1)
+
+
+def revoke_sign_ins(rt: Store, user_id: str, keep: int | None) -> int:
+    """Revokes the user's sign-in (login) tokens but `keep`; their API tokens stay. How many."""
+    query = update(ApiToken).where(
+        col(ApiToken.user_id) == user_id, col(ApiToken.kind) == "login", col(ApiToken.revoked_at).is_(None)
+    )
+    if keep is not None:
+        query = query.where(col(ApiToken.id) != keep)
+    with rt.db.session() as s:
+        moved = s.exec(query.values(revoked_at=utcnow()))
+    return int(moved.rowcount or 0)
 
 
 def requested_scopes(value: Any, field: str = "scopes") -> tuple[str, ...]:

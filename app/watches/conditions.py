@@ -122,6 +122,9 @@ class PollResult:
     output: str
     exit_code: int
     prev_output: str | None
+    # Credentials bash's stream redacted from `output` by their shape, by kind (not a variable:
+    # the output guard's event counts them, app/watches/poller.py).
+    redacted: tuple[tuple[str, int], ...] = ()
 
     @property
     def changed(self) -> bool:

@@ -29,6 +29,7 @@ from app.runtime import Runtime
 from app.sandbox.enforcement import SandboxUnavailableError
 from app.storage.models import Watch, WatchStatus, Workstream, utcnow
 from app.tools import bash
+from app.tools.core import guard
 from app.tools.core.base import ToolContext
 from app.tools.core.truncation import truncate_pieces
 from app.watches import delivery, store
@@ -158,7 +159,7 @@ def _run(rt: Runtime, watch: Watch, ws: Workstream) -> PollResult:
     text = truncate_pieces(done.pieces, WATCH_OUTPUT_CHARS)
     if done.stopped == "timeout":
         text += f"\n[timed out after {timeout} s and was stopped]"
-    return PollResult(text, done.returncode, watch.last_output)
+    return PollResult(text, done.returncode, watch.last_output, tuple(sorted(ctx.redacted.items())))
 
 
 def _lost(watch: Watch) -> tuple[PollResult, Verdict]:
@@ -214,6 +215,11 @@ def _finish(rt: Runtime, watch: Watch, token: str, result: PollResult, verdict: 
     }
     ends = verdict.fired or verdict.exhausted
     text = report(watch, result, verdict) if ends else None
+    # A watch's output reaches the model as a message: it passes the output guard as a tool's
+    # result does, with what bash's stream redacted of it counted in.
+    guarded = guard.screen(text, rt.settings.tools, dict(result.redacted)) if text is not None else None
+    if guarded is not None:
+        text = guarded.text
     if ends:
         status = WatchStatus.FIRED if verdict.fired else WatchStatus.EXHAUSTED
         values.update(status=status, ended_at=utcnow(), result=text)
@@ -233,6 +239,9 @@ def _finish(rt: Runtime, watch: Watch, token: str, result: PollResult, verdict: 
             return
         if text is not None:
             turn_id = delivery.deliver(s, out, watch.ws_id, text)
+        if guarded is not None and guarded.warned:
+            redacted, signs = guarded.redacted, list(guarded.signs)
+            out.add(EventType.OUTPUT_WARNING, watch_id=watch.id, name="watch", redacted=redacted, signs=signs)
         fresh = s.get(Watch, watch.id, populate_existing=True)
         assert fresh is not None
         out.add(EventType.WATCH, watch=store.summary(fresh))

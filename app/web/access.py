@@ -15,13 +15,16 @@ from typing import Any
 from flask import Flask, current_app, g, jsonify, request
 
 from app.errors import ForbiddenError, NotFoundError, ServiceError
+from app.jobs import store as run_store
 from app.previews import store as preview_store
 from app.runtime import Runtime
+from app.schedules import store as schedule_store
 from app.settings import MAX_ID_CHARS
 from app.users import ownership, tokens
 from app.users.principal import Principal
 from app.users.scopes import Scope
 from app.web.requests import path_id
+from app.webhooks import endpoints as webhook_endpoints
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,12 @@ RULES: dict[str, Rule] = {
     "api.approve": Rule(Scope.APPROVE, owned=True),
     "api.delete_workstream": Rule(Scope.WRITE, owned=True),
     "api.list_watches": Rule(Scope.READ, owned=True),
+    "api.close_workstream": Rule(Scope.WRITE, owned=True),
+    "api.list_tasks": Rule(Scope.READ, owned=True),
+    "api.list_shells": Rule(Scope.READ, owned=True),
     "api.cancel_watch": Rule(Scope.WRITE, owned=True),
-    "api.openapi": PUBLIC,
+    "api.change_workstream": Rule(Scope.WRITE, owned=True),  # rename, model, pin, archive
+    "api.list_models": Rule(Scope.READ),  # the configured models: no keys, no addresses
     # branching (app/web/branches.py)
     "branches.fork": Rule(Scope.WRITE, owned=True),
     "branches.rewind": Rule(Scope.WRITE, owned=True),
@@ -57,6 +64,45 @@ RULES: dict[str, Rule] = {
     "branches.restore": Rule(Scope.WRITE, owned=True),
     "branches.edit": Rule(Scope.WRITE, owned=True),
     "branches.retry": Rule(Scope.WRITE, owned=True),
+    # runs (app/web/runs.py): a run is seen by whoever may see its workstream
+    "runs.create_run": Rule(Scope.WRITE),
+    "runs.list_runs": Rule(Scope.READ),
+    "runs.get_run": Rule(Scope.READ, owned=True),
+    "runs.cancel_run": Rule(Scope.WRITE, owned=True),
+    "runs.submit_run_tool_outputs": Rule(Scope.WRITE, owned=True),
+    # a workstream's client tools (app/web/client_tools.py)
+    "client_tools.get_client_tools": Rule(Scope.READ, owned=True),
+    "client_tools.put_client_tools": Rule(Scope.WRITE, owned=True),
+    "client_tools.submit_tool_outputs": Rule(Scope.WRITE, owned=True),
+    # webhook endpoints (app/web/webhooks.py): each user their own, an admin's any
+    "webhooks.create_endpoint": Rule(Scope.WRITE),
+    "webhooks.list_endpoints": Rule(Scope.READ),
+    "webhooks.get_endpoint": Rule(Scope.READ, owned=True),
+    "webhooks.delete_endpoint": Rule(Scope.WRITE, owned=True),
+    "webhooks.rotate_secret": Rule(Scope.WRITE, owned=True),
+    "webhooks.list_deliveries": Rule(Scope.READ, owned=True),
+    "webhooks.redeliver": Rule(Scope.WRITE, owned=True),
+    # schedules (app/web/schedules.py): each user their own, an admin's any
+    "schedules.create_schedule": Rule(Scope.WRITE),
+    "schedules.list_schedules": Rule(Scope.READ),
+    "schedules.get_schedule": Rule(Scope.READ, owned=True),
+    "schedules.pause_schedule": Rule(Scope.WRITE, owned=True),
+    "schedules.resume_schedule": Rule(Scope.WRITE, owned=True),
+    "schedules.delete_schedule": Rule(Scope.WRITE, owned=True),
+    # triggers (app/web/triggers.py): made by their owner; fired with no token, the id being the
+    # secret (and a signature, when the trigger has a secret), checked in the view
+    "triggers.create_trigger": Rule(Scope.WRITE),
+    "triggers.list_triggers": Rule(Scope.READ),
+    "triggers.delete_trigger": Rule(Scope.WRITE),
+    "triggers.fire_trigger": PUBLIC,
+    "triggers.decide_by_link": PUBLIC,  # the link's signature is the permission
+    # approvals pushed out (app/web/approval_links.py): the link's signature is the permission
+    "approval_links.show": PUBLIC,
+    "approval_links.decide": PUBLIC,
+    # compaction (app/web/compaction.py)
+    "compaction.compact": Rule(Scope.WRITE, owned=True),
+    # usage (app/web/usage.py): a user's own, an admin's everyone's
+    "usage.usage_report": Rule(Scope.READ),
     # attachments and previews (app/web/previews.py); content is reached by a signed link
     "previews.attach": Rule(Scope.WRITE, owned=True),
     "previews.list_attachments": Rule(Scope.READ, owned=True),
@@ -74,6 +120,8 @@ RULES: dict[str, Rule] = {
     "accounts.revoke_token": Rule(Scope.WRITE, owned=True),
     "accounts.list_users": Rule(Scope.ADMIN),
     "accounts.create_user": Rule(Scope.ADMIN),
+    "accounts.change_user": Rule(Scope.ADMIN),
+    "accounts.change_password": Rule(Scope.WRITE),  # and the current password
     # MCP (app/web/mcp_api.py): anyone may see the servers' state; managing them is an admin's
     "mcp_api.overview": Rule(Scope.READ),
     "mcp_api.list_servers": Rule(Scope.ADMIN),
@@ -82,6 +130,10 @@ RULES: dict[str, Rule] = {
     "mcp_api.replace_server": Rule(Scope.ADMIN),
     "mcp_api.delete_server": Rule(Scope.ADMIN),
     "mcp_api.refresh": Rule(Scope.ADMIN),
+    # tool policy rules (app/web/policies.py): an admin's
+    "policies.list_policies": Rule(Scope.ADMIN),
+    "policies.create_policy": Rule(Scope.ADMIN),
+    "policies.delete_policy": Rule(Scope.ADMIN),
     # memories (app/web/memories.py): each caller sees their own (the view checks the id)
     "memories.list_memories": Rule(Scope.READ),
     "memories.get_memory": Rule(Scope.READ),
@@ -101,6 +153,11 @@ RULES: dict[str, Rule] = {
     SOCKET_ENDPOINT: Rule(Scope.READ, owned=True, in_view=True),
     # Prometheus (app/web/metrics.py): an admin's token or TURNSTONE_METRICS_TOKEN, checked there
     "metrics.scrape": Rule(Scope.ADMIN, in_view=True),
+    # the API's description (app/web/reference.py)
+    "reference.openapi": PUBLIC,
+    "reference.asyncapi": PUBLIC,
+    "reference.browse": PUBLIC,
+    "reference.browse_file": PUBLIC,
     # health, the web client
     "health.check": PUBLIC,
     "client.index": PUBLIC,
@@ -137,11 +194,29 @@ def _own_preview(rt: Runtime, who: Principal, value: str) -> None:
         raise NotFoundError(f"no preview {value[:MAX_ID_CHARS]}") from None
 
 
+def _own_run(rt: Runtime, who: Principal, value: str) -> None:
+    try:
+        ownership.require_workstream(rt, who, run_store.get(rt, path_id("run", value)).ws_id)
+    except NotFoundError:
+        raise NotFoundError(f"no run {value[:MAX_ID_CHARS]}") from None
+
+
+def _own_endpoint(rt: Runtime, who: Principal, value: str) -> None:
+    webhook_endpoints.get(rt, who, path_id("webhook endpoint", value))
+
+
+def _own_schedule(rt: Runtime, who: Principal, value: str) -> None:
+    schedule_store.get(rt, who, path_id("schedule", value))
+
+
 # Path parameters that name something with an owner, and how its owner is checked.
 OWNED_PARAMS: dict[str, Callable[[Runtime, Principal, Any], None]] = {
     "ws_id": _own_workstream,
     "token_id": _own_token,
     "preview_id": _own_preview,
+    "run_id": _own_run,
+    "endpoint_id": _own_endpoint,
+    "schedule_id": _own_schedule,
 }
 
 

@@ -7,15 +7,16 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
-from app.errors import BadRequestError, NotFoundError
+from app.errors import BadRequestError, NotFoundError, UnprocessableError
 from app.gateway import channels
-from app.settings import MAX_CHANNEL_URL_CHARS, MAX_ID_CHARS, MAX_NAME_CHARS
+from app.settings import MAX_ID_CHARS
+from app.web import shapes
 from app.web.access import principal
-from app.web.requests import field, json_body, path_id
+from app.web.contract import operation
+from app.web.requests import path_id
 
 channel_api = Blueprint("channels", __name__, url_prefix="/v1/api/channels")
 TARGET_KEYS = ("webhook_url", "channel_id", "bot_token_env", "url", "topic")
-BODY_KEYS = ("channel_type", "label", *TARGET_KEYS)
 
 
 def _user_id() -> str | None:
@@ -25,6 +26,7 @@ def _user_id() -> str | None:
 
 
 @channel_api.get("")
+@operation("The caller's channel links, targets redacted", answers={200: shapes.ChannelList})
 def list_channels() -> Any:
     rt = current_app.extensions["runtime"]
     user_id = _user_id()
@@ -33,18 +35,22 @@ def list_channels() -> Any:
 
 
 @channel_api.post("")
-def create_channel() -> Any:
+@operation(
+    "Link a channel for notify (docs/notify.md): its target is write-only",
+    body=shapes.NewChannel,
+    answers={201: shapes.Channel},
+    errors={409: "The caller has as many channels as a user may"},
+    examples={"ntfy": {"channel_type": "ntfy", "topic": "my-builds", "label": "phone"}},
+)
+def create_channel(body: shapes.NewChannel) -> Any:
     rt = current_app.extensions["runtime"]
     user_id = _user_id()
-    body = json_body()
     if user_id is None:
         raise BadRequestError("channels belong to a user: sign in as one (the operator's token has none)")
-    unknown = sorted(str(k)[:100] for k in body if k not in BODY_KEYS)
-    if unknown:
-        raise BadRequestError(f"{unknown[0]}: unknown field (fields: {', '.join(BODY_KEYS)})", field="body")
-    channel_type = field(body, "channel_type", str, required=True, max_chars=40)
-    label = (field(body, "label", str, max_chars=MAX_NAME_CHARS) or "").strip()
-    given = {k: field(body, k, str, max_chars=MAX_CHANNEL_URL_CHARS) for k in TARGET_KEYS if k in body}
+    channel = body.root
+    channel_type = channel.channel_type
+    label = (channel.label or "").strip()
+    given = {k: v for k, v in channel.given().items() if k in TARGET_KEYS}
     try:
         target = channels.parse_target(
             channel_type, {k: v for k, v in given.items() if v is not None}, rt.settings.notify
@@ -54,11 +60,12 @@ def create_channel() -> Any:
             raise channels.ChannelError(f"{extra[0]}: not a field of a {channel_type} channel", extra[0])
         link = channels.create(rt.db, user_id, channel_type, target, label)
     except channels.ChannelError as exc:
-        raise BadRequestError(str(exc), field=exc.field) from None
+        raise UnprocessableError(str(exc), field=exc.field) from None
     return jsonify(channels.as_dict(link)), 201
 
 
 @channel_api.delete("/<channel_id>")
+@operation("Unlink a channel", answers={200: shapes.ChannelDeleted})
 def delete_channel(channel_id: str) -> Any:
     rt = current_app.extensions["runtime"]
     user_id = _user_id()

@@ -13,11 +13,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import presence
 from app.mcp import status as mcp_status
 from app.runtime import Runtime
+from app.web import shapes
+from app.web.contract import operation
 
 health = Blueprint("health", __name__)
 
 
 @health.get("/health")
+@operation(
+    "Process, Redis, database and worker health, and whether commands run jailed (public)",
+    answers={200: shapes.Health, 503: shapes.Health},
+)
 def check() -> Any:
     rt: Runtime = current_app.extensions["runtime"]
     body: dict[str, Any] = {"process": {"pid": os.getpid(), "ok": True}}

@@ -9,17 +9,17 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
-from app.errors import BadRequestError, ConflictError, NotFoundError, ServiceError
+from app.errors import ConflictError, NotFoundError, ServiceError, UnprocessableError
 from app.mcp import status, store
 from app.mcp.config import ORIGIN_DB, ServerConfig, ServerConfigError, parse_server
 from app.mcp.service import announce
 from app.runtime import Runtime
-from app.web.requests import field, json_body
+from app.web import shapes
+from app.web.contract import operation
 
 mcp_api = Blueprint("mcp_api", __name__, url_prefix="/v1/api/mcp")
 
 WRITE_ONLY = ("env", "headers")
-FIELDS = frozenset({"name", "type", "transport", "command", "args", "env", "cwd", "url", "headers"})
 
 
 class ForbiddenError(ServiceError):
@@ -31,6 +31,7 @@ def _rt() -> Runtime:
 
 
 @mcp_api.get("")
+@operation("Every MCP server's state as the workers report it", answers={200: shapes.McpOverview})
 def overview() -> Any:
     rt = _rt()
     merged = status.read(rt.redis)
@@ -46,14 +47,24 @@ def overview() -> Any:
 
 
 @mcp_api.get("/servers")
+@operation(
+    "The MCP server definitions (env and headers: their keys only)", answers={200: shapes.McpServerList}
+)
 def list_servers() -> Any:
     return jsonify(servers=[c.public() for _, c in sorted(_rt().mcp.servers().items())])
 
 
 @mcp_api.post("/servers")
-def create_server() -> Any:
-    body = _definition(json_body())
-    config = _parse(body.get("name"), body)
+@operation(
+    "Add an MCP server: every worker connects to it",
+    body=shapes.NewMcpServer,
+    answers={201: shapes.McpServer},
+    errors={409: "An MCP server of that name exists"},
+    examples={"time": {"name": "time", "command": "uvx", "args": ["mcp-server-time"]}},
+)
+def create_server(body: shapes.NewMcpServer) -> Any:
+    definition = body.given()
+    config = _parse(definition.get("name"), definition)
     rt = _rt()
     if config.name in rt.mcp.servers() or not store.save(rt.db, config, create=True):
         raise ConflictError(f"an MCP server named {config.name!r} exists", field="name")
@@ -62,19 +73,31 @@ def create_server() -> Any:
 
 
 @mcp_api.get("/servers/<name>")
+@operation("One MCP server's definition", answers={200: shapes.McpServer})
 def get_server(name: str) -> Any:
     return jsonify(_existing(name).public())
 
 
 @mcp_api.put("/servers/<name>")
-def replace_server(name: str) -> Any:
+@operation(
+    "Replace an MCP server's definition (env and headers left out are kept)",
+    body=shapes.McpServerFields,
+    answers={200: shapes.McpServer},
+    errors={
+        403: "Defined in a file: change it there",
+        422: "`name` differs from the path's: a server cannot be renamed",
+    },
+    examples={"over HTTP": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer x"}}},
+)
+def replace_server(name: str, body: shapes.McpServerFields) -> Any:
     old = _stored(name)
-    body = _definition(json_body())
-    if "name" in body and body["name"] != name:
-        raise BadRequestError("name: a server cannot be renamed; delete it and add it again", field="name")
+    definition = body.given()
+    if "name" in definition and definition["name"] != name:
+        # Well-formed (the document cannot say "the path's name"), so a 422, not a 400.
+        raise UnprocessableError("name: a server cannot be renamed; delete it and add it again", field="name")
     for key in WRITE_ONLY:  # not shown, so a client cannot send them back: omitted keeps them
-        body.setdefault(key, dict(getattr(old, key)))
-    config = _parse(name, body)
+        definition.setdefault(key, dict(getattr(old, key)))
+    config = _parse(name, definition)
     rt = _rt()
     if not store.save(rt.db, config, create=False):
         raise NotFoundError(f"no stored MCP server {name!r}")
@@ -83,6 +106,11 @@ def replace_server(name: str) -> Any:
 
 
 @mcp_api.delete("/servers/<name>")
+@operation(
+    "Delete an MCP server",
+    answers={204: None},
+    errors={403: "Defined in a file: change it there"},
+)
 def delete_server(name: str) -> Any:
     _stored(name)
     rt = _rt()
@@ -92,32 +120,29 @@ def delete_server(name: str) -> Any:
 
 
 @mcp_api.post("/refresh")
-def refresh() -> Any:
-    body = json_body()
-    server = body.get("server")
+@operation(
+    "List every server's tools, resources and prompts again (reconnect: start it again too)",
+    body=shapes.McpRefresh,
+    answers={202: shapes.McpRefreshing},
+    examples={"all": {}, "one, reconnected": {"server": "time", "reconnect": True}},
+    errors={404: "No MCP server of that name"},
+)
+def refresh(body: shapes.McpRefresh) -> Any:
+    server = body.server
     if server is not None:
-        if not isinstance(server, str):
-            raise BadRequestError("server: must be a server name", field="server")
         _existing(server)
     # reconnect: close the connection and start it again even where it is up (a server that
     # answers but misbehaves); without it a connected server only lists everything again.
-    reconnect = field(body, "reconnect", bool, default=False)
+    reconnect = bool(body.reconnect)
     heard = announce(_rt().redis, "refresh", server, reconnect=reconnect)
     return jsonify(refreshing=server or "all", reconnect=reconnect, workers=heard), 202
-
-
-def _definition(body: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise BadRequestError(f"{unknown[0][:60]}: not a server field", field=unknown[0][:60])
-    return body
 
 
 def _parse(name: Any, body: dict[str, Any]) -> ServerConfig:
     try:
         return parse_server(name, body, ORIGIN_DB)
     except ServerConfigError as exc:
-        raise BadRequestError(f"{exc.field}: {exc}", field=exc.field) from None
+        raise UnprocessableError(f"{exc.field}: {exc}", field=exc.field) from None
 
 
 def _existing(name: str) -> ServerConfig:

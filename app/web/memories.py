@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, jsonify
 
-from app.errors import BadRequestError, ForbiddenError, NotFoundError
+from app.errors import ForbiddenError, NotFoundError
 from app.memory import owners, store
-from app.settings import (
-    MAX_ID_CHARS,
-    MEMORY_MAX_CONTENT_CHARS,
-    MEMORY_MAX_DESCRIPTION_CHARS,
-    MEMORY_MAX_LIMIT,
-)
+from app.settings import MAX_ID_CHARS, MEMORY_MAX_LIMIT
 from app.storage.database import Database
+from app.web import shapes
 from app.web.access import principal
-from app.web.requests import field, json_body, path_id
+from app.web.contract import operation
+from app.web.requests import path_id
 
 memories = Blueprint("memories", __name__, url_prefix="/v1/api/memories")
-EDITABLE = ("content", "description", "type")
 
 
 def _db() -> Database:
@@ -32,63 +28,45 @@ def _view() -> store.View:
 
 
 @memories.get("")
-def list_memories() -> Any:
-    args = {key: request.args.get(key) for key in ("type", "scope", "workstream", "q", "limit")}
-    for key, value in args.items():
-        if value is not None:
-            field(args, key, str, max_chars=MEMORY_MAX_CONTENT_CHARS)  # no NUL, no lone surrogate
+@operation(
+    "The caller's memories (and the global ones), newest first; with q, the best matches",
+    query=shapes.MemoryFilter,
+    answers={200: shapes.MemoryList},
+)
+def list_memories(query: shapes.MemoryFilter) -> Any:
     filters: dict[str, Any] = {}
-    for key, allowed in (("type", store.TYPES), ("scope", store.SCOPES)):
-        if args[key] is not None:
-            if args[key] not in allowed:
-                raise BadRequestError(f"{key}: must be one of {', '.join(allowed)}", field=key)
-            filters[key] = args[key]
-    if args["workstream"] is not None:
-        filters["ws_id"] = path_id("workstream", args["workstream"])
-    limit = _limit(args["limit"])
+    if query.type is not None:
+        filters["type"] = query.type
+    if query.scope is not None:
+        filters["scope"] = query.scope
+    if query.workstream is not None:
+        filters["ws_id"] = query.workstream
+    limit = query.limit or MEMORY_MAX_LIMIT
     view = _view()
     found = (
-        store.search(_db(), view, args["q"], limit, **filters)
-        if args["q"] and args["q"].strip()
+        store.search(_db(), view, query.q, limit, **filters)
+        if query.q and query.q.strip()
         else store.listed(_db(), view, limit, **filters)
     )
     return jsonify(memories=[store.as_dict(m) for m in found])
 
 
-def _limit(value: str | None) -> int:
-    if value is None:
-        return MEMORY_MAX_LIMIT
-    if not value.isdecimal() or not 1 <= int(value) <= MEMORY_MAX_LIMIT:
-        raise BadRequestError(f"limit: a whole number from 1 to {MEMORY_MAX_LIMIT}", field="limit")
-    return int(value)
-
-
 @memories.get("/<memory_id>")
+@operation("One memory", answers={200: shapes.Memory})
 def get_memory(memory_id: str) -> Any:
     return jsonify(store.as_dict(_found(store.get(_db(), _view(), path_id("memory", memory_id)), memory_id)))
 
 
 @memories.put("/<memory_id>")
-def put_memory(memory_id: str) -> Any:
-    body = json_body()
-    unknown = sorted(set(body) - set(EDITABLE))
-    if unknown:
-        error = f"{unknown[0][:100]}: cannot be changed (fields: {', '.join(EDITABLE)})"
-        raise BadRequestError(error, field="body")
-    changes: dict[str, str] = {}
-    content = field(body, "content", str, max_chars=MEMORY_MAX_CONTENT_CHARS)
-    if content is not None:
-        if not content.strip():
-            raise BadRequestError("content: must not be empty", field="content")
-        changes["content"] = content
-    description = field(body, "description", str, max_chars=MEMORY_MAX_DESCRIPTION_CHARS)
-    if description is not None:
-        changes["description"] = description
-    type_ = field(body, "type", str)
-    if type_ is not None:
-        if type_ not in store.TYPES:
-            raise BadRequestError(f"type: must be one of {', '.join(store.TYPES)}", field="type")
-        changes["type"] = type_
+@operation(
+    "Change a memory's content, description or type",
+    body=shapes.MemoryChange,
+    answers={200: shapes.Memory},
+    examples={"reworded": {"content": "Prefers tabs", "type": "user"}},
+    errors={403: "A global memory: only an administrator changes it"},
+)
+def put_memory(memory_id: str, body: shapes.MemoryChange) -> Any:
+    changes: dict[str, str] = body.given()
     try:
         row = store.update(_db(), _view(), path_id("memory", memory_id), changes)
     except store.GlobalMemoryError as exc:
@@ -97,6 +75,11 @@ def put_memory(memory_id: str) -> Any:
 
 
 @memories.delete("/<memory_id>")
+@operation(
+    "Delete a memory",
+    answers={200: shapes.MemoryDeleted},
+    errors={403: "A global memory: only an administrator deletes it"},
+)
 def delete_memory(memory_id: str) -> Any:
     try:
         deleted = store.delete(_db(), _view(), path_id("memory", memory_id))

@@ -12,6 +12,7 @@ from app.metrics import exposition
 from app.runtime import Runtime
 from app.users.scopes import Scope
 from app.web import access
+from app.web.contract import operation
 
 metrics = Blueprint("metrics", __name__)
 
@@ -20,6 +21,11 @@ SCRAPE_RULE = access.Rule(Scope.ADMIN)
 
 
 @metrics.get("/metrics")
+@operation(
+    "The Prometheus text format (docs/metrics.md): an admin's token or TURNSTONE_METRICS_TOKEN",
+    answers={200: "the metrics"},
+    content=exposition.CONTENT_TYPE,
+)
 def scrape() -> Any:
     rt: Runtime = current_app.extensions["runtime"]
     if not _is_metrics_token(rt, access.presented_token()):

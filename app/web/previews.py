@@ -9,11 +9,13 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
 from app.engine.life import workstreams
-from app.errors import BadRequestError, PayloadTooLargeError
+from app.errors import BadRequestError, PayloadTooLargeError, UnprocessableError
 from app.previews import links, store
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS
 from app.storage.models import Attachment, Preview
+from app.web import shapes
+from app.web.contract import operation
 from app.web.requests import path_id
 
 ATTACHMENT_MAX_BYTES = 32 * 1024 * 1024  # a file attached to a workstream (the largest preview, a PDF)
@@ -28,6 +30,11 @@ def _rt() -> Runtime:
 
 
 @previews.post("/workstreams/<ws_id>/attachments")
+@operation(
+    "Attach a file (a multipart form's `file` part, at most 32 MiB)",
+    upload=True,
+    answers={201: shapes.Attachment},
+)
 def attach(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
@@ -37,6 +44,7 @@ def attach(ws_id: str) -> Any:
 
 
 @previews.get("/workstreams/<ws_id>/attachments")
+@operation("The workstream's attachments", answers={200: shapes.AttachmentList})
 def list_attachments(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
@@ -44,6 +52,7 @@ def list_attachments(ws_id: str) -> Any:
 
 
 @previews.get("/workstreams/<ws_id>/previews")
+@operation("What open_preview showed in this workstream, oldest first", answers={200: shapes.PreviewList})
 def list_previews(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
@@ -51,18 +60,26 @@ def list_previews(ws_id: str) -> Any:
 
 
 @previews.get("/previews/<preview_id>")
+@operation("A preview, with fresh signed links to its content", answers={200: shapes.Preview})
 def describe_preview(preview_id: str) -> Any:
     row = store.preview(_rt().db, path_id("preview", preview_id))
     return jsonify(preview_summary(row))
 
 
 @previews.get("/previews/<preview_id>/content")
-def preview_content(preview_id: str) -> Any:
+@operation(
+    "A preview's content, served inert (public: the signed link is the permission)",
+    query=shapes.PreviewLink,
+    answers={200: "the content, with a sandboxing Content-Security-Policy"},
+    content=None,  # the preview's own media type
+    errors={403: "The link is invalid or has expired"},
+)
+def preview_content(preview_id: str, query: shapes.PreviewLink) -> Any:
     """No token here (an iframe cannot send one): the link's signature is the permission."""
     rt = _rt()
     row = store.preview(rt.db, path_id("preview", preview_id))
-    remote = request.args.get("remote", "0")
-    if not links.is_valid(row, request.args.get("exp", ""), remote, request.args.get("sig", "")):
+    remote = query.remote
+    if not links.is_valid(row, query.exp, remote, query.sig):
         return jsonify(error="this preview link is invalid or has expired; ask for a new one"), 403
     data = store.preview_bytes(rt.db, row)
     if row.kind == "web" and remote == "1" and row.base_url:
@@ -96,7 +113,7 @@ def _uploaded_file() -> tuple[str, str, bytes]:
     if len(data) > ATTACHMENT_MAX_BYTES:
         raise _too_large()
     if not data:
-        raise BadRequestError("file: empty", field="file")
+        raise UnprocessableError("file: empty", field="file")  # the document cannot say "not empty"
     return _filename(upload.filename), _media_type(upload.mimetype), data
 
 

@@ -18,8 +18,6 @@ from app.settings import MAX_ID_CHARS
 # not a broken pipe; past it the connection is closed.
 MAX_DISCARD_BYTES = 64 * 1024 * 1024
 
-_MISSING = object()
-
 _DISCARD_CHUNK = 64 * 1024
 
 
@@ -88,51 +86,5 @@ def path_id(kind: str, value: str) -> str:
     return value
 
 
-def field(
-    body: dict[str, Any],
-    name: str,
-    kind: type | tuple[type, ...],
-    *,
-    required: bool = False,
-    default: Any = None,
-    max_chars: int | None = None,
-) -> Any:
-    """`body[name]` checked against `kind` (bool is never taken for int, nor int for bool).
-
-    Text must be storable anywhere: no NUL (PostgreSQL refuses it) and no lone surrogate
-    (not encodable as UTF-8), and at most `max_chars` characters when given.
-    """
-    value = body.get(name, _MISSING)
-    if value is _MISSING or value is None:
-        if required:
-            raise BadRequestError(f"{name}: required", field=name)
-        return default
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds:
-        raise BadRequestError(f"{name}: expected {_names(kinds)}, got boolean", field=name)
-    if not isinstance(value, kinds):
-        raise BadRequestError(f"{name}: expected {_names(kinds)}, got {_json_type(value)}", field=name)
-    if isinstance(value, str):
-        check_text(name, value, max_chars)
-    return value
-
-
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
-
-
-def _names(kinds: tuple[type, ...]) -> str:
-    return " or ".join(
-        {str: "string", bool: "boolean", int: "integer", dict: "object"}.get(k, k.__name__) for k in kinds
-    )
-
-
-def _json_type(value: Any) -> str:
-    return {
-        str: "string",
-        bool: "boolean",
-        int: "integer",
-        float: "number",
-        list: "array",
-        dict: "object",
-    }.get(type(value), type(value).__name__)

@@ -13,15 +13,16 @@ from werkzeug.routing import WebsocketMismatch
 
 from app.engine.life import workstreams
 from app.engine.running.recovery import is_transient
-from app.errors import ServiceError, UnauthorizedError
+from app.errors import ServiceError, UnauthorizedError, check_text
 from app.events import EventType, event_time
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS, SOCKET_REAUTH_SECONDS
 from app.users import tokens
 from app.users.principal import Principal
-from app.web import access, commands, faults
+from app.web import access, commands, faults, shapes
 from app.web.access import presented_token
-from app.web.requests import BadRequestError, field, parse_object, path_id
+from app.web.contract import AUTH_QUERY, json_type, parse
+from app.web.requests import BadRequestError, parse_object, path_id
 from app.web.sockets import handover
 from app.web.sockets.hub import Hub, Limits
 
@@ -64,6 +65,7 @@ def workstream_socket(ws_id: str) -> Any:
         rt.owners.forget([ws_id])
         opening.who = _authorized(rt, raw, access.RULES[access.SOCKET_ENDPOINT], path_id("workstream", ws_id))
         opening.after = _cursor(request.args.get("after"))
+        _only_known_query()
     except ServiceError as exc:
         opening.refused = exc  # told over the socket, as clients expect (docs/events.md)
     if not handover.offer(opening):
@@ -88,6 +90,14 @@ def _authorized(rt: Runtime, raw: str, rule: access.Rule, ws_id: str) -> Princip
     who = access.authorize(rt, rule, {"ws_id": ws_id}, raw=raw)
     assert who is not None  # the socket's rule is not public
     return who
+
+
+def _only_known_query() -> None:
+    known = set(shapes.SocketQuery.model_fields) | AUTH_QUERY
+    unknown = sorted(set(request.args) - known)
+    if unknown:
+        name = unknown[0][:100]
+        raise BadRequestError(f"{name}: unknown query parameter (parameters: after, token)", field=name)
 
 
 def _cursor(value: str | None) -> int:
@@ -224,12 +234,14 @@ def _command(rt: Runtime, ws_id: str, raw: str, text: str | bytes) -> tuple[str,
         except UnauthorizedError as exc:
             refused = (exc.status, exc.message)
             raise
+        fields = {k: v for k, v in body.items() if k not in ("type", "request_id")}
         if kind == "send":
-            status, result = commands.send(rt, ws_id, body)
+            status, result = commands.send(rt, ws_id, parse(shapes.Send, fields))
         elif kind == "approve":
-            status, result = commands.approve(rt, ws_id, body, by=who, via="websocket")
+            decision = parse(shapes.Approve, fields)
+            status, result = commands.approve(rt, ws_id, decision, by=who, via="websocket")
         else:
-            status, result = commands.cancel_turn(rt, ws_id, body, by=who.name)
+            status, result = commands.cancel_turn(rt, ws_id, parse(shapes.Cancel, fields), by=who.name)
     except ServiceError as exc:
         status, result = exc.status, {"error": exc.message, **exc.details}
     except Exception as exc:  # answered as over HTTP (a 503 to retry, or a 500); the socket stays
@@ -243,7 +255,12 @@ def _request_id(body: dict[str, Any]) -> str | int | None:
     value = body.get("request_id")
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53):
         return value
-    return str(field(body, "request_id", str, max_chars=MAX_NAME_CHARS))
+    if not isinstance(value, str):
+        raise BadRequestError(
+            f"request_id: expected string or integer, got {json_type(value)}", field="request_id"
+        )
+    check_text("request_id", value, MAX_NAME_CHARS)
+    return value
 
 
 def _shown(value: Any) -> str:

@@ -17,8 +17,17 @@ import pytest
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
+from tests.fakes.chat_platform import FakeChatPlatform  # noqa: E402
 from tests.fakes.model_server import FakeModelServer  # noqa: E402
-from tests.integration.conftest import _worker_running, api, model, model_server, workdir  # noqa: E402,F401
+from tests.integration.conftest import (  # noqa: E402,F401
+    _worker_running,
+    api,
+    chat_platform,
+    chat_platform_server,
+    model,
+    model_server,
+    workdir,
+)
 from tests.integration.services import API_TOKEN, Services  # noqa: E402
 
 CHROMIUM = os.environ.get("TEST_CHROMIUM", "/usr/bin/chromium")
@@ -44,6 +53,7 @@ expect.set_options(timeout=15_000)
 def services(
     tmp_path_factory: pytest.TempPathFactory,
     model_server: FakeModelServer,  # noqa: F811 - the fixture, by name
+    chat_platform_server: FakeChatPlatform,  # noqa: F811 - the fixture, by name
 ) -> Iterator[Services]:
     tmp = tmp_path_factory.mktemp("service-browser")
     svc = Services("sqlite", tmp, model_server.openai_base_url)
@@ -56,6 +66,8 @@ def services(
         f'[models.claude_web]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
         "[models.claude_web.capabilities]\nsupports_web_search = true\n"
+        # notify's ntfy is the fake chat platform (pushed approval links: test_decide_link.py)
+        f'[notify]\nntfy_base_url = "{chat_platform_server.ntfy_base_url}"\nallow_private_network = true\n'
     )
     svc.env["TURNSTONE_CONFIG"] = str(config)
     try:

@@ -38,6 +38,22 @@ def test_badge_and_panel_show_servers_state_counts_and_errors(
         with page.expect_response(lambda r: r.url.endswith("/v1/api/mcp/refresh")) as refreshed:
             bad.get_by_role("button", name="Refresh").click()
         assert refreshed.value.status == 202
+        assert refreshed.value.request.post_data_json == {"server": "broken"}
+        with page.expect_response(lambda r: r.url.endswith("/v1/api/mcp/refresh")) as reconnected:
+            row.get_by_role("button", name="Reconnect").click()
+        assert reconnected.value.status == 202
+        assert reconnected.value.request.post_data_json == {"server": "browserfake", "reconnect": True}
+        assert reconnected.value.json()["reconnect"] is True
+        # a refresh says what it changed: here a tool the server now lists, then none again
+        report = row.locator(".mcp-report")
+        row.get_by_role("button", name="Refresh").click()
+        fake.lists(tools=["added_tool"])
+        expect(report).to_have_text("Refreshed: added mcp__browserfake__added_tool", timeout=30_000)
+        fake.lists(tools=[])
+        row.get_by_role("button", name="Refresh").click()
+        expect(report).to_have_text("Refreshed: removed mcp__browserfake__added_tool", timeout=30_000)
+        row.get_by_role("button", name="Refresh").click()
+        expect(report).to_have_text("Refreshed: no tools added or removed", timeout=30_000)
         screenshot(page, "mcp-panel")
         page.keyboard.press("Escape")
     finally:

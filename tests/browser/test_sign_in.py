@@ -54,7 +54,7 @@ def test_sign_in_with_a_password_decide_and_sign_out(open_page, people, services
     card.locator(".btn-approve").click()
     decision = page.locator(".card .card-decision")
     expect(decision).to_contain_text(f"Approved by {alice.name}")
-    expect(decision).to_contain_text("via http")
+    expect(decision).to_contain_text("in the web page or API")  # through http: in the tooltip
     expect(page.locator(".card .card-output")).to_contain_text("decided-in-the-browser")
     expect(page.locator("#ws-state")).to_have_text("idle")
     screenshot(page, "desktop-signed-in")
@@ -63,6 +63,11 @@ def test_sign_in_with_a_password_decide_and_sign_out(open_page, people, services
     page.reload()
     expect(page.locator(".card .card-decision")).to_contain_text(f"Approved by {alice.name}")
 
+    # Every button of the sidebar's foot lies inside the sidebar, where a click reaches it.
+    sidebar = page.locator(".sidebar").bounding_box()
+    for button in page.locator(".sidebar-foot button:visible").all():
+        box = button.bounding_box()
+        assert box and box["x"] >= sidebar["x"] and box["x"] + box["width"] <= sidebar["x"] + sidebar["width"]
     page.locator("#sign-out").click()
     expect(page.locator("#login")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('turnstone.token')") is None

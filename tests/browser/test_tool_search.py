@@ -30,7 +30,7 @@ def test_the_header_counts_tools_and_a_found_tools_card_says_so(
     ws_id = api.create_workstream(name="tool search", working_dir=str(workdir))
     counts = api.workstream(ws_id)["tools"]
     page = open_page(ws_id)
-    expect(page.locator("#ws-tools")).to_have_text(f"tools {counts['visible']}/{counts['total']}")
+    expect(page.locator("#ws-tools")).to_have_text(f"{counts['visible']} of {counts['total']} tools")
 
     model.enqueue(Reply(tool_calls=[ToolCall("tool_search", {"query": "rocket launch window"}, id="s1")]))
     model.enqueue(Reply(tool_calls=[ToolCall("orbital_launch_window", {"orbit": "LEO"}, id="c1")]))
@@ -43,13 +43,13 @@ def test_the_header_counts_tools_and_a_found_tools_card_says_so(
     expect(found.locator(".found-badge")).to_have_text("found by tool search")
     expect(found.locator(".found-badge")).to_be_visible()
     expect(page.locator('.card[data-call-id="s1"] .found-badge')).to_be_hidden()
-    expect(page.locator("#ws-tools")).to_have_text(f"tools {counts['visible'] + 1}/{counts['total']}")
+    expect(page.locator("#ws-tools")).to_have_text(f"{counts['visible'] + 1} of {counts['total']} tools")
     screenshot(page, "desktop-tool-search")
 
     page.reload()
     expect(page.locator('.card[data-call-id="c1"] .found-badge')).to_be_visible()
     expect(page.locator('.card[data-call-id="s1"] .found-badge')).to_be_hidden()
-    expect(page.locator("#ws-tools")).to_have_text(f"tools {counts['visible'] + 1}/{counts['total']}")
+    expect(page.locator("#ws-tools")).to_have_text(f"{counts['visible'] + 1} of {counts['total']} tools")
 
 
 def test_a_workstream_without_search_shows_all_its_tools(open_page, api, fake_tools, workdir):
@@ -58,7 +58,7 @@ def test_a_workstream_without_search_shows_all_its_tools(open_page, api, fake_to
     counts = api.workstream(ws_id)["tools"]
     assert counts["search"] is None and counts["visible"] == counts["total"]
     page = open_page(ws_id)
-    expect(page.locator("#ws-tools")).to_have_text(f"tools {counts['total']}/{counts['total']}")
+    expect(page.locator("#ws-tools")).to_have_text(f"{counts['total']} tools")
     expect(page.locator("#ws-tools")).to_have_attribute(
         "title", f"all {counts['total']} tools are offered to the model"
     )

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import re
 import socket
 import threading
@@ -25,6 +27,7 @@ from typing import Any
 
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "cookie"})
 FAKE_MODEL_ID = "fake-model"
+WINDOWED_MODEL_ID = "fake-windowed"  # listed by /models with its window while `context` is set
 ARGUMENT_PIECES = 3  # tool-call arguments are streamed in this many pieces
 STREAM_BREAK = "<break>"  # where a frame generator wants the stream broken (never sent)
 BREAK_KINDS = ("close", "malformed", "error_event")
@@ -158,6 +161,14 @@ class RecordedRequest:
     peer: tuple[str, int] | None = None  # the client's end of the connection it came on
 
 
+# How app/titles.py's side request begins (its system prompt): such a request is answered
+# from the title script (`enqueue_title`) and recorded in `title_requests`, never in `history`,
+# so a title asked after a turn takes no reply scripted for the turns and counts in no test's
+# requests.
+TITLE_REQUEST_MARKER = "You name conversations."
+DEFAULT_TITLE = "Fake title"
+
+
 @dataclass
 class _Scripted:
     reply: Reply
@@ -176,10 +187,25 @@ class FakeModelServer:
         self._changed = threading.Condition()
         self._queue: list[_Scripted] = []
         self.history: list[RecordedRequest] = []
+        self.title_requests: list[RecordedRequest] = []  # app/titles.py's (TITLE_REQUEST_MARKER)
+        self._titles: list[_Scripted] = []
+        self.listings: list[str] = []  # GET paths (/models): what lists, not what asks the model
         # True: answer 400 to any OpenAI request that carries `stream_options`.
         self.refuses_stream_options = False
         # Seconds every unscripted answer waits before it starts (a model's latency, for benchmarks).
         self.default_delay = 0.0
+        # The model's context window in tokens (`request_tokens`); a request past it is answered
+        # with the wire's own "too long" error, whatever was scripted (None: no limit).
+        self.context: int | None = None
+        self.overflowed = 0  # requests refused so
+        # Each chat request's (characters shared with the start of the request before it, its
+        # length), measured on its tools, system prompt and messages as sent: what a prompt
+        # cache could have served (bench/prompt_cache.py).
+        self.prefixes: list[tuple[int, int]] = []
+        self._last_prefix_text = ""
+        # True: replies report the shared prefix as read from the prompt cache (OpenAI: always;
+        # Anthropic: up to its request's last cache_control mark), the rest as written to it.
+        self.prompt_cache = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -239,30 +265,57 @@ class FakeModelServer:
         with self._changed:
             self._queue.append(_Scripted(reply, match))
 
+    def enqueue_title(self, reply: Reply, match: str | None = None) -> None:
+        """Answer the next title request with `reply` (with `match`, one whose messages contain
+        it); unscripted, a title request is answered DEFAULT_TITLE."""
+        with self._changed:
+            self._titles.append(_Scripted(reply, match))
+
+    def wait_for_titles(self, n: int, timeout: float = 5.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.title_requests) >= n, timeout)
+
     def reset(self) -> None:
         with self._changed:
             self._queue.clear()
+            self._titles.clear()
+            self.title_requests.clear()
             self.history.clear()
             self.refuses_stream_options = False
             self.default_delay = 0.0
+            self.context = None
+            self.overflowed = 0
+            self.prefixes.clear()
+            self._last_prefix_text = ""
+            self.prompt_cache = False
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         with self._changed:
             return self._changed.wait_for(lambda: len(self.history) >= n, timeout)
 
     def _record(
-        self, path: str, body: Any, headers: dict[str, str], arrived: float, peer: tuple[str, int]
+        self,
+        path: str,
+        body: Any,
+        headers: dict[str, str],
+        arrived: float,
+        peer: tuple[str, int],
+        titling: bool = False,
     ) -> None:
         kept = {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
         with self._changed:
-            self.history.append(RecordedRequest(path, body, kept, arrived, peer))
+            (self.title_requests if titling else self.history).append(
+                RecordedRequest(path, body, kept, arrived, peer)
+            )
             self._changed.notify_all()
 
-    def _next_reply(self, body: dict) -> Reply:
+    def _next_reply(self, body: dict, titling: bool = False) -> Reply:
         conversation = json.dumps(
             {"system": body.get("system"), "messages": body.get("messages")}, ensure_ascii=False
         )
         with self._changed:
+            if titling:
+                return self._next_title(conversation)
             for scripted in self._queue:
                 if scripted.match is None or scripted.match in conversation:
                     self._queue.remove(scripted)
@@ -270,6 +323,27 @@ class FakeModelServer:
         return Reply(
             text=f"ok: {_last_user_text(body.get('messages') or [])}", hang_seconds=self.default_delay
         )
+
+    def _next_title(self, conversation: str) -> Reply:
+        for scripted in self._titles:
+            if scripted.match is None or scripted.match in conversation:
+                self._titles.remove(scripted)
+                return scripted.reply
+        return Reply(text=DEFAULT_TITLE)
+
+    def _measure_prefix(self, body: dict) -> int:
+        """Characters of this request (`request_text`) shared with the start of the one before."""
+        text = request_text(body)
+        with self._changed:
+            before, self._last_prefix_text = self._last_prefix_text, text
+            shared = len(os.path.commonprefix([before, text]))
+            self.prefixes.append((shared, len(text)))
+        return shared
+
+    def prefix_share(self) -> float:
+        """Of every character sent, the share that started as the request before it did."""
+        total = sum(length for _shared, length in self.prefixes)
+        return sum(shared for shared, _length in self.prefixes) / total if total else 0.0
 
     def _pause(self, seconds: float) -> bool:
         """Sleep unless the server stops first; True if it is still running."""
@@ -306,17 +380,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = _route(self.path)
-        self.fake._record(self.path, None, dict(self.headers), time.time(), self.client_address[:2])
+        # a listing, not a model request: kept apart, so `history` holds only what asks the model
+        self.fake.listings.append(self.path)
         if path != "/models":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         model = {"id": FAKE_MODEL_ID, "object": "model", "created": 0, "owned_by": "fake"}
         model |= {"type": "model", "display_name": "Fake model", "created_at": "2024-01-01T00:00:00Z"}
+        listed = [model]
+        if self.fake.context is not None:  # a second model that says its window, as vLLM does
+            listed.append({**model, "id": WINDOWED_MODEL_ID, "max_model_len": self.fake.context})
         self._send_json(
             200,
             {
                 "object": "list",
-                "data": [model],
+                "data": listed,
                 "has_more": False,
                 "first_id": FAKE_MODEL_ID,
                 "last_id": FAKE_MODEL_ID,
@@ -332,7 +410,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send_json(400, {"error": {"message": "body is not JSON"}})
             return
-        self.fake._record(self.path, body, dict(self.headers), arrived, self.client_address[:2])
+        titling = is_title_request(body)
+        self.fake._record(self.path, body, dict(self.headers), arrived, self.client_address[:2], titling)
         if path not in ("/chat/completions", "/messages"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -340,7 +419,15 @@ class _Handler(BaseHTTPRequestHandler):
         if wire == "openai" and self.fake.refuses_stream_options and "stream_options" in body:
             self._send_error(wire, Reply(status=400, error_message=STREAM_OPTIONS_REFUSAL))
             return
-        reply = self.fake._next_reply(body)
+        shared = 0 if titling else self.fake._measure_prefix(body)
+        if self.fake.context is not None and request_tokens(body) > self.fake.context:
+            with self.fake._changed:
+                self.fake.overflowed += 1
+            self._send_error(wire, Reply(context_window_exceeded=True))
+            return
+        reply = self.fake._next_reply(body, titling)
+        if self.fake.prompt_cache and not reply.cached_tokens and _is_cached(wire, body):
+            reply = dataclasses.replace(reply, cached_tokens=shared // 4)
         if not self.fake._pause(reply.hang_seconds):
             self.close_connection = True  # stopped with no answer sent: the client sees a close
             return
@@ -710,6 +797,25 @@ def _usage(reply: Reply, body: dict) -> dict[str, int]:
     }
 
 
+def _is_cached(wire: str, body: dict) -> bool:
+    """OpenAI caches every prefix on its own; Anthropic only up to a block marked for it."""
+    return wire == "openai" or '"cache_control"' in json.dumps(body)
+
+
+def request_text(body: dict) -> str:
+    """A request's tools, system prompt and messages, in the order a prompt cache reads them,
+    without the cache marks (they move as the conversation grows, and are not prompt)."""
+    parts = {"tools": body.get("tools"), "system": body.get("system"), "messages": body.get("messages")}
+    text = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return text.replace(',"cache_control":{"type":"ephemeral"}', "")
+
+
+def request_tokens(body: dict) -> int:
+    """A request's size in tokens as the fake counts them (a character count over four, as the
+    service estimates it): its system prompt, messages and tools."""
+    return len(request_text(body)) // 4
+
+
 def _openai_usage(reply: Reply, body: dict) -> dict[str, Any]:
     usage = _usage(reply, body)
     return {
@@ -753,3 +859,14 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def is_title_request(body: Any) -> bool:
+    """Whether a request is app/titles.py's: its system prompt (either wire) says so."""
+    if not isinstance(body, dict):
+        return False
+    system = body.get("system")
+    messages = body.get("messages") or []
+    first = messages[0] if isinstance(messages, list) and messages and isinstance(messages[0], dict) else {}
+    text = json.dumps([system, first.get("content") if first.get("role") == "system" else None])
+    return TITLE_REQUEST_MARKER in text

@@ -41,6 +41,11 @@ class Api:
         assert r.status_code == 200, r.text
         return dict(r.json())
 
+    def decision(self, ws_id: str, call_id: str) -> dict[str, Any]:
+        """The decision the history records on the result of call `call_id` ({} when none)."""
+        (result,) = [m for m in self.history(ws_id) if m["role"] == "tool" and m["tool_call_id"] == call_id]
+        return dict(result.get("decision") or {})
+
     def history(self, ws_id: str) -> list[dict[str, Any]]:
         r = self.http.get(f"/v1/api/workstreams/{ws_id}/history")
         assert r.status_code == 200, r.text

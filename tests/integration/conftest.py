@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.settings import Settings
 from app.taskqueue import TaskQueue, make_celery
 from tests.fakes.chat_platform import FakeChatPlatform
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import WINDOWED_MODEL_ID, FakeModelServer
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.searxng import FakeSearxNG
 from tests.fakes.tool_source import FakeTools
 from tests.integration.client import Api, EventSocket
-from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, postgres_available
+from tests.integration.services import API_TOKEN, PG_ADMIN_URL, Services, free_port, postgres_available
 
 BACKENDS = ["sqlite", "postgresql"]
 BOT_TOKEN = "bot-token-for-the-fake-discord-0123456789"
@@ -23,6 +24,15 @@ BOT_TOKEN = "bot-token-for-the-fake-discord-0123456789"
 
 @pytest.fixture(scope="session")
 def model_server() -> Iterator[FakeModelServer]:
+    server = FakeModelServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def backup_model_server() -> Iterator[FakeModelServer]:
+    """A second model backend, for fallback chains (tests/integration/test_fallbacks.py)."""
     server = FakeModelServer()
     server.start()
     yield server
@@ -56,6 +66,7 @@ def services(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     model_server: FakeModelServer,
+    backup_model_server: FakeModelServer,
     searxng_server: FakeSearxNG,
     reranker_server: FakeReranker,
     chat_platform_server: FakeChatPlatform,
@@ -97,7 +108,13 @@ def services(
         '[tool_sources.fake]\nfactory = "tests.fakes.tool_source:create"\n'
         f'path = "{tmp / "fake-tools.json"}"\n'
     )
-    config.write_text(config.read_text() + '[roles]\nreranker = "ranker"\n')
+    # titles come from another model than the workstreams use (test_workstream_settings.py)
+    config.write_text(
+        config.read_text()
+        + '[roles]\nreranker = "ranker"\ntitler = "vision"\n'
+        + compaction_config(model_server)
+        + fallback_config(backup_model_server)
+    )
     # notify's platforms: the fake chat platform (a loopback server, so private addresses are let
     # through); a fast heartbeat, so that a killed gateway is soon passed over
     config.write_text(
@@ -116,11 +133,60 @@ def services(
         svc.stop()
 
 
+# Models with a small context window, on both wire formats (tests/integration/test_compaction.py):
+# the tool list is about 4,000 tokens, so a conversation past about 1,500 more is compacted.
+SMALL_WINDOW = 7000
+SMALL_RESERVE = 1500
+BUDGETED_USER, BUDGETED_TOKENS = "budgeted", 1000
+CLAUDE_PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+
+
+def fallback_config(backup: FakeModelServer) -> str:
+    """Fallback chains (tests/integration/test_fallbacks.py): an OpenAI-format model on the backup
+    server falling back to `claude` (Anthropic format, the main server); and a chain whose every
+    model fails: the backup server, then nothing listening."""
+    return (
+        f'[models.chained]\nprovider = "openai"\nmodel = "fake-chained"\n'
+        f'base_url = "{backup.openai_base_url}"\nfallbacks = ["claude"]\n'
+        f'[models.doomed]\nprovider = "openai"\nmodel = "fake-doomed"\n'
+        f'base_url = "{backup.openai_base_url}"\nfallbacks = ["nowhere"]\n'
+        f'[models.nowhere]\nprovider = "anthropic"\nmodel = "fake-nowhere"\n'
+        f'base_url = "http://127.0.0.1:{free_port()}"\n'
+    )
+
+
+def compaction_config(model_server: FakeModelServer) -> str:
+    return (
+        f'[models.small]\nprovider = "openai"\nmodel = "fake-small"\nprovider_family = "openai"\n'
+        f'base_url = "{model_server.openai_base_url}"\n'
+        f'[models.claude_small]\nprovider = "anthropic"\nmodel = "fake-claude-small"\n'
+        f'base_url = "{model_server.anthropic_base_url}"\n'
+        # no window configured: the server's /models says it (app/compaction/window.py)
+        f'[models.discovered]\nprovider = "openai"\nmodel = "{WINDOWED_MODEL_ID}"\n'
+        f'base_url = "{model_server.openai_base_url}"\n'
+        "[compaction]\nkeep_last = 4\n"
+        f"[compaction.models.small]\ncontext_window = {SMALL_WINDOW}\nreserve = {SMALL_RESERVE}\n"
+        f"[compaction.models.claude_small]\ncontext_window = {SMALL_WINDOW}\nreserve = {SMALL_RESERVE}\n"
+        # what a million tokens cost on the Anthropic-format model (tests/integration/test_usage.py)
+        f"[prices.claude]\ninput = {CLAUDE_PRICE['input']}\noutput = {CLAUDE_PRICE['output']}\n"
+        f"cache_read = {CLAUDE_PRICE['cache_read']}\ncache_write = {CLAUDE_PRICE['cache_write']}\n"
+        # one user's budget (tests/integration/test_usage.py); nobody else has one
+        f"[budgets.users.{BUDGETED_USER}]\ntokens_per_day = {BUDGETED_TOKENS}\n"
+    )
+
+
 @pytest.fixture
 def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
     model_server.reset()
     yield model_server
     model_server.reset()
+
+
+@pytest.fixture
+def backup_model(backup_model_server: FakeModelServer) -> Iterator[FakeModelServer]:
+    backup_model_server.reset()
+    yield backup_model_server
+    backup_model_server.reset()
 
 
 @pytest.fixture
@@ -173,6 +239,21 @@ def open_socket(services: Services) -> Iterator:  # type: ignore[type-arg]
     yield _open
     for sock in sockets:
         sock.close()
+
+
+@pytest.fixture
+def policy_admin(services) -> Iterator[httpx.Client]:
+    """The operator's client for tool policy rules; every rule a test made is deleted after it
+    (rules are service-wide)."""
+    client = httpx.Client(
+        base_url=services.base_url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=30
+    )
+    before = {r["id"] for r in client.get("/v1/api/policies").json()["policies"]}
+    yield client
+    for rule in client.get("/v1/api/policies").json()["policies"]:
+        if rule["id"] not in before:
+            client.delete(f"/v1/api/policies/{rule['id']}")
+    client.close()
 
 
 @pytest.fixture

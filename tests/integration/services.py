@@ -8,6 +8,7 @@ real database (a SQLite file, or a PostgreSQL database made for the run and drop
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -65,6 +66,26 @@ def start_private_redis_if_absent() -> PrivateRedis | None:
     REDIS_HOST, REDIS_PORT = "127.0.0.1", private.port
     os.environ["TEST_REDIS_HOST"], os.environ["TEST_REDIS_PORT"] = REDIS_HOST, str(REDIS_PORT)
     return private
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+# Looked up here, not in the forked child: loading a library after fork could wait on a lock
+# another thread of the run held at the fork.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _ends_with(parent: int) -> Callable[[], None]:
+    """For a service process, before it execs: it is sent SIGTERM when the test run that started
+    it dies. A run killed without its teardown (SIGTERM, SIGKILL, a timeout) otherwise leaves its
+    web, worker and beat running against its Redis database; the next run that takes over the
+    lease empties that database, and the orphaned worker then takes that run's tasks."""
+
+    def arm() -> None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # it died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def lease_redis_db() -> int:
@@ -192,6 +213,12 @@ class Services:
             "TURNSTONE_STALE_AFTER_SECONDS": "5",
             "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",
             "TURNSTONE_WATCH_POLL_SECONDS": "1",  # beat's pass over due watches (15 s in production)
+            # webhooks to test receivers on loopback, retried twice a second apart (test_webhooks.py)
+            "TURNSTONE_WEBHOOKS_ALLOW_PRIVATE_NETWORK": "1",
+            "TURNSTONE_WEBHOOK_RETRY_DELAYS": "1,1,3600",
+            "TURNSTONE_CLIENT_TOOL_TIMEOUT_SECONDS": "10",  # a client tool's wait (test_client_tools.py)
+            "TURNSTONE_TRIGGER_STARTS_PER_MINUTE": "5",  # a trigger's rate limit (test_triggers.py)
+            "TURNSTONE_SCHEDULE_MIN_EVERY_SECONDS": "1",  # schedules fired seconds apart (test_schedules.py)
             "TURNSTONE_MODEL_RETRIES": "1",
             "TURNSTONE_MODEL_BACKOFF_SECONDS": "0.05",
             # The whole suite is one operator, and its sockets add up: the caps have tests of their own.
@@ -230,6 +257,7 @@ class Services:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_ends_with(os.getpid()),  # noqa: PLW1509 - prctl only, before exec
         )
         self.processes[name] = proc
         return proc
@@ -396,3 +424,17 @@ def running(backend: str, tmp: Path, model_base_url: str, config: str = "") -> I
         yield services
     finally:
         services.stop()
+
+
+def own_service(
+    backend: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    model_base_url: str,
+    name: str,
+    config: Callable[[Path], str],
+) -> Iterator[Services]:
+    """A service of a test module's own, on `backend`, its config.toml `config(tmp)` (tmp: its
+    folder): for a module-scoped fixture named `services`, so that a failure shows its logs."""
+    tmp = tmp_path_factory.mktemp(f"{name}-{backend}")
+    with running(backend, tmp, model_base_url, config(tmp)) as services:
+        yield services

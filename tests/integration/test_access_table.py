@@ -23,7 +23,16 @@ from app import create_app
 from app.previews import links, store
 from app.settings import Settings
 from app.storage.database import Database
-from app.storage.models import Branch, Message, Watch
+from app.storage.models import (
+    Branch,
+    Message,
+    Run,
+    Schedule,
+    Trigger,
+    Watch,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from app.web.access import OWNED_PARAMS, RULES, SOCKET_COMMANDS, SOCKET_ENDPOINT, Rule
 from tests.integration.hostile import PATH_IDS, RAW_BODIES
 from tests.integration.people import People, Person
@@ -53,6 +62,7 @@ class World:
     preview_link: str  # its content, signed: the link is the permission, whoever calls
     watch_id: str
     services: Services
+    last_endpoint: str = ""  # the webhook endpoint fresh_endpoint made last
 
     def fresh_workstream(self) -> str:
         """A workstream of the owner's to delete (DELETE must not take the shared one)."""
@@ -73,6 +83,47 @@ class World:
             s.add(row)
             s.flush()
             return str(row.id)
+
+    def fresh_endpoint(self) -> str:
+        """A webhook endpoint of the owner's (a DELETE takes the one it deletes)."""
+        endpoint = WebhookEndpoint(id=uuid.uuid4().hex, owner_id=self.owner.user_id, url="https://example.com/h",
+                                   secret="whsec_" + "A" * 44)  # fmt: skip
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            s.add(endpoint)
+        self.last_endpoint = endpoint.id
+        return endpoint.id
+
+    def fresh_delivery(self) -> str:
+        """A delivery of the endpoint the same path named (filled in before it)."""
+        delivery = WebhookDelivery(id=f"msg_{uuid.uuid4().hex}", endpoint_id=self.last_endpoint,
+                                   event_type="run.succeeded", event_key=uuid.uuid4().hex, payload="{}",
+                                   status="failed")  # fmt: skip
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            s.add(delivery)
+        return delivery.id
+
+    def fresh_schedule(self) -> str:
+        """A schedule of the owner's, due in a year (a DELETE takes the one it deletes)."""
+        schedule = Schedule(id=uuid.uuid4().hex, owner_id=self.owner.user_id, every_s=3600, prompt="p",
+                            next_fire_at=datetime.now(UTC) + timedelta(days=365))  # fmt: skip
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            s.add(schedule)
+        return schedule.id
+
+    def fresh_trigger(self) -> str:
+        """An unsigned trigger of the owner's: the URL alone lets each caller through."""
+        trigger = Trigger(id=uuid.uuid4().hex, owner_id=self.owner.user_id, prompt="p")
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            s.add(trigger)
+        return trigger.id
+
+    def fresh_run(self) -> str:
+        """A run of the owner's in the shared workstream, stored without a turn (as one whose
+        request stopped before its send): each caller meets a run that exists."""
+        run = Run(id=uuid.uuid4().hex, ws_id=self.ws_id, owner_id=self.owner.user_id)
+        with Database(self.services.env["DATABASE_URL"]).session() as s:
+            s.add(run)
+        return run.id
 
 
 @pytest.fixture(scope="session")
@@ -159,12 +210,18 @@ def fill(path: str, world: World, method: str = "GET") -> str:
         "watch_id": lambda: world.watch_id,
         "name": lambda: "no-such-name",  # an MCP server's, a skill's
         "memory_id": lambda: "no-such-memory",
+        "policy_id": lambda: "no-such-policy",
         "channel_id": lambda: "no-such-channel",
         "token_id": lambda: str(world.people.token_id(world.people.token(world.owner))),
         "filename": lambda: "style.css",
         "path": lambda: "style.css",
         "branch_id": world.fresh_branch,
         "message_id": world.fresh_message,
+        "run_id": world.fresh_run,
+        "endpoint_id": world.fresh_endpoint,
+        "schedule_id": world.fresh_schedule,
+        "trigger_id": world.fresh_trigger,
+        "delivery_id": world.fresh_delivery,
     }
     out = path
     while "<" in out:

@@ -65,15 +65,20 @@ def test_wrongly_typed_field_is_400_naming_it(api, workdir):
     assert r.status_code == 400 and "message" in r.json()["error"]
 
 
-def test_bad_working_dir_and_unknown_model_are_400(api, workdir):
+def test_bad_working_dir_and_unknown_model_are_refused(api, workdir):
+    # well-formed, naming a folder that is not there: 422 (the document allows any path)
     r = api.http.post("/v1/api/workstreams", json={"working_dir": str(workdir / "missing")})
-    assert r.status_code == 400 and r.json()["field"] == "working_dir"
+    assert r.status_code == 422 and r.json()["field"] == "working_dir"
+    # a model the configuration does not have: the document lists them, so it is a 400
     r = api.http.post("/v1/api/workstreams", json={"model": "no-such-model"})
     assert r.status_code == 400 and r.json()["field"] == "model"
     # the service's reranker (conftest) only reranks: it cannot hold a conversation
     r = api.http.post("/v1/api/workstreams", json={"model": "ranker"})
     assert r.status_code == 400 and "only reranks" in r.json()["error"]
-    # an empty name means the default model, as it always has
+    # an empty name means the default model, as it always has (and the document says so)
+    spec = api.http.get("/v1/api/openapi.json").json()
+    choices = spec["components"]["schemas"]["NewWorkstream"]["properties"]["model"]["anyOf"][0]["enum"]
+    assert "" in choices and "ranker" not in choices
     assert (
         api.http.post("/v1/api/workstreams", json={"model": "", "working_dir": str(workdir)}).status_code
         == 201
@@ -461,7 +466,8 @@ def test_a_send_retried_with_its_idempotency_key_stores_one_message(api, model, 
     assert third.json() == {"turn_id": first.json()["turn_id"], "status": "done"}
     spec = httpx.get(api.base_url + "/v1/api/openapi.json").json()
     send_ok = spec["paths"]["/v1/api/workstreams/{ws_id}/send"]["post"]["responses"]["202"]
-    assert "done" in send_ok["content"]["application/json"]["schema"]["properties"]["status"]["enum"]
+    sent = send_ok["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert "done" in spec["components"]["schemas"][sent]["properties"]["status"]["enum"]
     assert [m["content"] for m in api.history(ws_id)] == ["retried", "once"]
 
 
@@ -503,7 +509,7 @@ def test_the_document_is_public_and_describes_both_ways_of_giving_the_token(serv
     assert schemes["token"] == {**schemes["token"], "type": "apiKey", "in": "query", "name": "token"}
     create = spec["paths"]["/v1/api/workstreams"]["post"]
     assert create["requestBody"]["required"] is False
-    assert {"bearer": []} in create["security"] and {"token": []} in create["security"]
+    assert {"bearer": ["write"]} in create["security"] and {"token": ["write"]} in create["security"]
 
 
 def test_the_token_works_in_the_query_and_with_a_lowercase_scheme(services):

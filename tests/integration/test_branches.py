@@ -128,6 +128,13 @@ def test_points_inside_a_turn_busy_workstreams_and_hostile_values_move_nothing(
     assert api.http.get(f"/v1/api/workstreams/{busy}/branches").json()["branches"] == []
     assert api.history(ws_id) == history and api.history(other_ws) == other
 
+    # Only an interactive workstream branches: the request is well formed, the workstream cannot
+    # do it (422, as the document says of such a refusal; never 400, which says the body is wrong).
+    coordinator = api.create_workstream(kind="coordinator", working_dir=str(workdir))
+    for path, body in [("rewind", {"to": 0}), ("fork", {}), ("branches/nope/restore", {})]:
+        r = api.http.post(f"/v1/api/workstreams/{coordinator}/{path}", json=body)
+        assert r.status_code == 422 and "only interactive" in r.json()["error"], (path, r.text)
+
 
 def test_edit_and_retry_send_again_and_keep_the_old_answer(api, model, open_socket, workdir):
     ws_id, history = two_turns(api, model, open_socket, workdir)
@@ -183,7 +190,7 @@ def test_a_fork_copies_the_conversation_and_when_asked_the_folder(
     people = People(services)
     owner = people.user("forker")
     mine = owner.api(services)
-    ws_id = mine.create_workstream(auto_approve=True)
+    ws_id = mine.create_workstream(name="origin", auto_approve=True)  # named: no title comes to rename it
     sock = open_socket(ws_id)
     model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo kept > notes.txt"}, id="c1")]))
     model.enqueue(Reply(text="written"))

@@ -263,7 +263,13 @@ def test_a_plain_answer_with_a_turn_queued_behind_it_starts_that_turn(rt, model_
 def answered_as(rt: Runtime, fence, ws_id: str, out: outbox.Outbox | None = None) -> tuple[bool, list[str]]:
     """`turns.end_with_answer` for `fence`: whether it ended the turn, and the events it left."""
     out = out or outbox.Outbox(ws_id)
-    answer = {"content": "the answer", "reasoning": None, "usage": {"total_tokens": 3}, "server_blocks": None}
+    answer = {
+        "content": "the answer",
+        "reasoning": None,
+        "usage": {"total_tokens": 3},
+        "server_blocks": None,
+        "model": None,  # the model that answered, when a fallback did (docs/providers.md)
+    }
     ws = load(rt, Workstream, ws_id)
     return turns.end_with_answer(rt, out, fence, ws, answer), [e.type for e in out.events]
 
@@ -480,7 +486,13 @@ ASKED_BASH = {
     "type": "function",
     "function": {"name": "bash", "arguments": '{"command": "echo one"}'},
 }
-AN_ANSWER = {"content": "running it", "reasoning": None, "usage": {"total_tokens": 5}, "server_blocks": None}
+AN_ANSWER = {
+    "content": "running it",
+    "reasoning": None,
+    "usage": {"total_tokens": 5},
+    "server_blocks": None,
+    "model": None,
+}
 
 
 def at_the_store(rt: Runtime, name: str, auto_approve: bool = True) -> tuple[Fence, Workstream]:

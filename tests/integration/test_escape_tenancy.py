@@ -176,8 +176,9 @@ def test_a_global_memory_is_read_by_all_and_changed_by_admins_only(services, peo
         sock.wait_turn_end(alice.api(services).send(alice_ws, f"{key}: which build server?"), timeout=90)
     finally:
         sock.close()
-    system = str(model.history[-1].body["messages"][0]["content"])
-    assert fact in system and INJECTION not in system
+    # the memories relevant to a turn go after the conversation (docs/memory.md), in the last message
+    relevant = str(model.history[-1].body["messages"][-1]["content"])
+    assert fact in relevant and INJECTION not in str(model.history[-1].body["messages"])
     api.http.delete(f"/v1/api/memories/{note['id']}")  # the operator may: the service is shared
 
 
@@ -214,25 +215,38 @@ def test_notify_reaches_another_user_only_with_their_leave(services, people, mod
 
 
 @pytest.mark.parametrize(
-    ("raw", "message"),
+    ("raw", "status", "message"),
     [
-        ('{"users": "bob"}', "users: expected list"),
-        ('{"users": [1]}', "users[0]: expected a user name"),
-        ('{"users": ["a\\u0000b"]}', "users[0]: must not contain a NUL character"),
-        ('{"users": ["\\ud800"]}', "users[0]: contains a lone surrogate"),
-        ('{"users": ["' + "x" * 300 + '"]}', "users[0]: at most 200 characters"),
-        ('{"users": ["nobody-at-all"]}', "users: no such user 'nobody-at-all'"),
-        ('{"users": [' + ", ".join(['"u"'] * 201) + "]}", "users: at most 200 names"),
-        ("{}", "users: required"),
-        ('{"users": ' + "[" * 5000 + "]" * 5000 + "}", "body: JSON nested too deeply"),
+        ('{"users": "bob"}', 400, "users: expected array, got string"),
+        ('{"users": [1]}', 400, "users[0]: expected string, got integer"),
+        ('{"users": ["a\\u0000b"]}', 400, "users[0]: must not contain a NUL character"),
+        ('{"users": ["\\ud800"]}', 400, "users[0]: contains a lone surrogate"),
+        ('{"users": ["' + "x" * 300 + '"]}', 400, "users[0]: at most 200 characters"),
+        # well-formed, naming no one: the document allows it, so it is a 422, not a 400
+        ('{"users": ["nobody-at-all"]}', 422, "users: no such user 'nobody-at-all'"),
+        ('{"users": [' + ", ".join(['"u"'] * 201) + "]}", 400, "users: at most 200 items"),
+        ("{}", 400, "users: required"),
+        ('{"users": [], "extra": 1}', 400, "extra: unknown field (fields: users)"),
+        ('{"users": ' + "[" * 5000 + "]" * 5000 + "}", 400, "body: JSON nested too deeply"),
     ],
-    ids=["string", "number", "NUL", "lone surrogate", "huge name", "unknown", "too many", "missing", "deep"],
+    ids=[
+        "string",
+        "number",
+        "NUL",
+        "lone surrogate",
+        "huge name",
+        "unknown",
+        "too many",
+        "missing",
+        "unknown field",
+        "deep",
+    ],
 )
-def test_a_hostile_leave_list_is_a_400_naming_the_field(services, people, raw, message):
+def test_a_hostile_leave_list_is_a_4xx_naming_the_field(services, people, raw, status, message):
     alice = people.user("alice")
     headers = {"Content-Type": "application/json"}
     r = http(services, alice).put("/v1/api/me/notify-from", content=raw.encode(), headers=headers)
-    assert r.status_code == 400 and r.json()["error"].startswith(message), r.text
+    assert r.status_code == status and r.json()["error"].startswith(message), r.text
     assert http(services, alice).get("/v1/api/me/notify-from").json() == {"users": []}
 
 

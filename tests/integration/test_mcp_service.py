@@ -371,7 +371,7 @@ def test_prompts_are_synced_as_read_only_skills(services: Services, api: Api) ->
         ({"name": "s"}, 400, "command"),
         ({"name": "s", "type": "http"}, 400, "url"),
         ({"name": "s", "command": ["x"]}, 400, "command"),
-        ({"name": "s", "command": "x", "env": {"K": {"deep": [[[[1]]]]}}}, 400, "env"),
+        ({"name": "s", "command": "x", "env": {"K": {"deep": [[[[1]]]]}}}, 400, "env.K"),
         ({"name": "s", "command": "x", "args": "x" * 100_000}, 400, "args"),
         ({"name": "s", "command": "x", "colour": "red"}, 400, "colour"),
         ({"name": 5, "command": "x"}, 400, "name"),

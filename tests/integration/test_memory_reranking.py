@@ -53,9 +53,10 @@ def memories_shown(system: str) -> list[str]:
 
 
 def system_of(model_server, step: int) -> str:
-    first = model_server.history[step].body["messages"][0]
-    assert first["role"] == "system"
-    return str(first["content"])
+    """The memories the step was sent: after the conversation, never in the system prompt."""
+    first, last = (model_server.history[step].body["messages"][i] for i in (0, -1))
+    assert first["role"] == "system" and "<memories>" not in str(first["content"])
+    return str(last["content"]) if last["role"] == "user" else ""
 
 
 def test_each_step_shows_the_rerankers_order_asked_once_until_a_memory_changes(rt, model_server, reranker):

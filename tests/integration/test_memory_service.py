@@ -21,9 +21,12 @@ def clean_memories(api) -> Iterator[None]:
 
 
 def system_message(request) -> str:
-    first = request.body["messages"][0]
-    assert first["role"] == "system"
-    return str(first["content"])
+    """What the step was told besides the conversation: its system prompt, which never holds the
+    memories (they change from turn to turn, and would spoil the prompt cache), and the message
+    after the conversation, which does (docs/memory.md)."""
+    first, last = request.body["messages"][0], request.body["messages"][-1]
+    assert first["role"] == "system" and "<memories>" not in str(first["content"])
+    return str(last["content"]) if last["role"] == "user" else ""
 
 
 def save_memory(api, model, open_socket, ws_id: str, **args) -> None:
@@ -107,7 +110,7 @@ def test_the_memories_api_lists_filters_changes_and_deletes(api, model, open_soc
         ("get", "/v1/api/memories", {"params": {"q": "a\x00b"}}, 400),
         ("get", "/v1/api/memories", {"params": {"limit": "0"}}, 400),
         ("get", "/v1/api/memories", {"params": {"limit": "1e9"}}, 400),
-        ("get", "/v1/api/memories", {"params": {"workstream": "x" * 40}}, 404),
+        ("get", "/v1/api/memories", {"params": {"workstream": "x" * 40}}, 400),
         ("get", "/v1/api/memories/%00", {}, 404),
         ("get", "/v1/api/memories/" + "x" * 500, {}, 404),
         ("put", "/v1/api/memories/nope", {"json": {"content": "x"}}, 404),

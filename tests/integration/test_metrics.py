@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.client import Api, EventSocket
+from tests.integration.conftest import CLAUDE_PRICE
 from tests.integration.people import People
 from tests.integration.services import API_TOKEN, Services, free_port
 
@@ -164,7 +165,25 @@ def test_hostile_query_strings_are_harmless(services, node, query):
     for headers in ({}, {"Authorization": f"Bearer {METRICS_TOKEN}"}):
         r = httpx.get(f"{node}/metrics?{query}", headers=headers, timeout=30)
         assert r.status_code < 500, r.text
-        if headers:
-            assert r.status_code in (200, 414), r.text
+        if headers:  # a parameter /metrics does not take is a 400 naming it, as on every route
+            assert r.status_code in (200, 400, 414), r.text
         if r.status_code != 200:
             assert "error" in r.json()
+
+
+def test_tokens_and_cost_are_counted_by_model_and_owner(services, node, model, open_socket, workdir):
+    api = Api(node, API_TOKEN)
+    before = scrape(node)
+    ws_id = api.create_workstream(name="priced", working_dir=str(workdir), model="claude")
+    sock = open_socket(ws_id)
+    model.enqueue(Reply(text="counted", input_tokens=3000, output_tokens=500))
+    sock.wait_turn_end(api.send(ws_id, "what does this cost"))
+
+    def delta(name: str, **labels: str) -> float:
+        return value(scrape(node), name, **labels) - value(before, name, **labels)
+
+    owner = {"model": "claude", "user": "operator"}  # the operator's token made it
+    wait_until(lambda: delta("turnstone_model_tokens_total", kind="input", **owner) == 3000, "input counted")
+    assert delta("turnstone_model_tokens_total", kind="output", **owner) == 500
+    dollars = (3000 * CLAUDE_PRICE["input"] + 500 * CLAUDE_PRICE["output"]) / 1_000_000
+    assert abs(delta("turnstone_model_cost_dollars_total", **owner) - dollars) < 1e-9

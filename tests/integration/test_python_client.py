@@ -5,6 +5,7 @@ process dying, and errors a caller can tell apart (never a bare HTTP code)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from tests.apart import run_apart
 from tests.fakes.model_server import Reply, ToolCall
 from tests.integration.services import API_TOKEN, ROOT, free_port
 from turnstone_jobs import (
+    ApiError,
     ApprovalNeededError,
     AsyncClient,
     AuthError,
@@ -61,6 +63,37 @@ def test_send_and_wait_decides_through_the_callback_and_returns_answer_and_resul
     assert [m.role for m in history.messages] == ["user", "assistant", "tool", "assistant"]
     assert history.messages[-1].content == "It printed from-the-tool."
     assert history.messages[2].raw["decision"]["via"] == "http"
+
+
+def test_a_call_approved_with_edited_arguments_runs_as_edited(client, services, model, workdir):
+    ws = client.create_workstream(working_dir=str(workdir))
+    model.enqueue(Reply(tool_calls=[bash("echo as-the-model-asked")]))
+    model.enqueue(Reply(text="done"))
+
+    def edit(item):  # type: ignore[no-untyped-def]
+        assert item.args["command"] == "echo as-the-model-asked"
+        return Decision(True, arguments={**item.args, "command": "echo as-edited"})
+
+    result = client.send_and_wait(ws.ws_id, "go", on_approval=edit)
+    [tool] = result.tool_results
+    assert tool.output == "as-edited"
+    assert client.history(ws.ws_id).messages[2].raw["decision"]["arguments"]["command"] == "echo as-edited"
+
+    # The asyncio client: a parked call approved as edited; a refused edit raises and decides nothing.
+    model.enqueue(Reply(tool_calls=[bash("echo parked")]))
+    model.enqueue(Reply(text="after"))
+    with pytest.raises(ApprovalNeededError) as caught:
+        client.send_and_wait(ws.ws_id, "again", timeout=60)
+    [item] = caught.value.items
+
+    async def decide() -> list[str]:
+        async with AsyncClient(services.base_url, API_TOKEN) as aio:
+            with pytest.raises(ApiError) as refused:
+                await aio.approve(ws.ws_id, item.call_id, arguments={"command": ["not", "text"]})
+            assert refused.value.status == 422 and refused.value.field == "arguments"
+            return (await aio.approve(ws.ws_id, item.call_id, arguments={"command": "echo edited"})).decided
+
+    assert run_apart(decide()) == [item.call_id]
 
 
 def test_a_workstream_is_made_with_a_network_and_shows_it(client, services, workdir):
@@ -241,3 +274,20 @@ def test_both_clients_branch_a_conversation(client, services, model, workdir):
 
     assert run_apart(retried()) == ["retry", "edit"]
     assert [m.content for m in client.history(ws.ws_id).messages][-1] == "two, retried"
+
+
+def test_a_coordinator_made_closed_and_its_task_list_read_through_both_clients(client, services, workdir):
+    ws = client.create_workstream("lead", kind="coordinator", working_dir=str(workdir))
+    assert ws.kind == "coordinator" and not ws.closed and ws.parent_id is None
+    assert client.tasks(ws.ws_id) == []
+    assert client.close_workstream(ws.ws_id) == [ws.ws_id]
+    assert client.workstream(ws.ws_id).closed
+
+    async def through_async() -> tuple[str, list[str], list]:
+        async with AsyncClient(services.base_url, API_TOKEN) as aio:
+            made = await aio.create_workstream("lead2", kind="coordinator", working_dir=str(workdir))
+            return made.kind, await aio.close_workstream(made.ws_id), await aio.tasks(made.ws_id)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever this thread has
+        kind, closed, tasks = pool.submit(asyncio.run, through_async()).result(timeout=60)
+    assert kind == "coordinator" and len(closed) == 1 and tasks == []

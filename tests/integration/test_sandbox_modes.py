@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ from tests.fakes.model_server import FakeModelServer, Reply, ToolCall
 from tests.integration.client import Api, EventSocket
 from tests.integration.conftest import BACKENDS
 from tests.integration.people import People
-from tests.integration.services import API_TOKEN, Services, running
+from tests.integration.services import API_TOKEN, Services, own_service
 
 pytestmark = pytest.mark.integration
 
@@ -23,17 +24,10 @@ pytestmark = pytest.mark.integration
 def services(  # by this name, a failure shows the service logs (conftest's report hook)
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_server: FakeModelServer
 ) -> Iterator[Services]:
-    tmp = tmp_path_factory.mktemp(f"no-bwrap-{request.param}")
-    config = f'[sandbox]\nbwrap = "{tmp / "no-such-bwrap"}"\n'
-    with running(request.param, tmp, model_server.openai_base_url, config) as services:
-        yield services
+    def config(tmp: Path) -> str:
+        return f'[sandbox]\nbwrap = "{tmp / "no-such-bwrap"}"\n'
 
-
-@pytest.fixture
-def model(model_server: FakeModelServer) -> Iterator[FakeModelServer]:
-    model_server.reset()
-    yield model_server
-    model_server.reset()
+    yield from own_service(request.param, tmp_path_factory, model_server.openai_base_url, "no-bwrap", config)
 
 
 def bash_result(services: Services, model: FakeModelServer, folder: str, command: str) -> dict:

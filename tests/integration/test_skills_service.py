@@ -190,7 +190,7 @@ def test_a_workstream_created_with_a_skill_starts_with_it(admin, model, open_soc
     assert f"Workstream: {ws_id}." in _system(model.history[-1])
 
     r = admin.http.post("/v1/api/workstreams", json={"skill": "missing"})
-    assert r.status_code == 400 and r.json()["field"] == "skill"
+    assert r.status_code == 422 and r.json()["field"] == "skill"  # well-formed, naming no skill
     r = admin.http.post("/v1/api/workstreams", json={"skill": ["code-review"]})
     assert r.status_code == 400
 

@@ -187,13 +187,13 @@ def test_a_hostile_tool_search_object_is_a_400_that_names_it(api, value):
     r = api.http.post("/v1/api/workstreams", json={"tool_search": value})
     assert r.status_code == 400, r.text
     body = r.json()
-    assert body["field"] == "tool_search" and "tool_search" in body["error"]
+    assert body["field"].startswith("tool_search") and "tool_search" in body["error"]  # .mode, ...: the key
 
 
 def test_a_lone_surrogate_in_tool_search_is_a_400(api):
     raw = b'{"tool_search": {"mode": "\\ud800"}}'
     r = api.http.post("/v1/api/workstreams", content=raw, headers={"Content-Type": "application/json"})
-    assert r.status_code == 400 and r.json()["field"] == "tool_search"
+    assert r.status_code == 400 and r.json()["field"].startswith("tool_search")
 
 
 def test_anthropics_own_search_finds_a_deferred_tool_and_its_blocks_go_back(

@@ -18,7 +18,8 @@ METRICS_TOKEN = "metrics-token-for-the-provider-tests"
 
 
 def model_config(replay: ReplayServer) -> str:
-    entries = []
+    # No generated titles: each family's recorded answers are for the turn's own requests only.
+    entries = ["titles = false\n"]
     for name in FAMILIES:
         wire = "anthropic" if name == "anthropic" else "openai"
         base_url = replay.base_url(name, "" if wire == "anthropic" else "/v1")

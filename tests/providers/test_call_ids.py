@@ -17,7 +17,7 @@ def test_ids_repeated_from_step_to_step_are_made_unique_within_the_turn(api, rep
     answered = [m["tool_call_id"] for m in last if m["role"] == "tool"]
     assert asked[0] == "0" and len(set(asked)) == 2 and answered == asked
     assert [r["call_id"] for r in seen.of_type("tool_result")] == asked
-    check_refusable_fields(seen.requests[-1])
+    check_refusable_fields(seen.requests[-1], "tgi")
 
 
 def test_a_call_without_an_id_gets_one(api, replay, workdir):

@@ -30,14 +30,16 @@ def test_thinking_blocks_go_back_byte_for_byte_before_the_call(api, replay, work
             CALL,
         ],
     }
+    # The newest message carries the prompt cache's breakpoint (app/providers/prompt_cache.py).
+    result = {"type": "tool_result", "tool_use_id": wire.TOOL_USE_ID, "content": "one"}
     assert body["messages"][2] == {
         "role": "user",
-        "content": [{"type": "tool_result", "tool_use_id": wire.TOOL_USE_ID, "content": "one"}],
+        "content": [{**result, "cache_control": {"type": "ephemeral"}}],
     }
     # The signature and the redacted data are sent as the exact text that came, once each.
     assert after.raw.count(json.dumps(wire.SIGNATURE).encode()) == 1
     assert after.raw.count(json.dumps(wire.REDACTED).encode()) == 1
-    check_refusable_fields(after)
+    check_refusable_fields(after, "anthropic")
 
 
 def test_a_later_turn_sends_the_earlier_thinking_back_unchanged(api, replay, workdir):

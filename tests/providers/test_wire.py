@@ -31,7 +31,7 @@ def test_plain_text_is_shown_and_its_usage_kept(api, replay, workdir, name):
     assert (seen.answer["role"], seen.answer["content"]) == ("assistant", ANSWER)
     assert seen.answer["usage"] == family(name).USAGE
     [request] = seen.requests
-    check_refusable_fields(request)
+    check_refusable_fields(request, name)
     body = request.json()
     assert body["model"] == family(name).MODEL and body["stream"] is True
     # The reply's limit under the name the family's server knows.
@@ -39,7 +39,7 @@ def test_plain_text_is_shown_and_its_usage_kept(api, replay, workdir, name):
     assert body[key] == 4096
 
 
-def _check_answered(seen, calls: list[dict], outputs: list[str]) -> None:  # type: ignore[no-untyped-def]
+def _check_answered(seen, name: str, calls: list[dict], outputs: list[str]) -> None:  # type: ignore[no-untyped-def]
     """The calls the model made were run once each, in order, and the next request answers
     each exactly once, under ids unique within the turn."""
     first, after = seen.requests[0], seen.requests[1]
@@ -53,24 +53,24 @@ def _check_answered(seen, calls: list[dict], outputs: list[str]) -> None:  # typ
     assert [results[i] for i in ids] == [("bash", o, False) for o in outputs]
     assert results_of(after) == list(zip(ids, outputs, strict=True))
     assert results_of(first) == []
-    check_refusable_fields(after)
+    check_refusable_fields(after, name)
 
 
 def test_one_tool_call_is_run_and_answered_once(api, replay, workdir, name):
     seen = turn(api, replay, workdir, name, "tool_call", "text")
-    _check_answered(seen, [ONE], ["one"])
+    _check_answered(seen, name, [ONE], ["one"])
     assert seen.answer["content"] == ANSWER and not seen.errors
 
 
 def test_parallel_tool_calls_are_all_run_and_answered_in_order(api, replay, workdir, name):
     seen = turn(api, replay, workdir, name, "parallel", "text")
-    _check_answered(seen, [ONE, TWO], ["one", "two"])
+    _check_answered(seen, name, [ONE, TWO], ["one", "two"])
     assert seen.answer["content"] == ANSWER
 
 
 def test_text_before_a_tool_call_is_shown_and_sent_back(api, replay, workdir, name):
     seen = turn(api, replay, workdir, name, "text_then_tool", "text")
-    _check_answered(seen, [ONE], ["one"])
+    _check_answered(seen, name, [ONE], ["one"])
     assert seen.text().startswith(BEFORE_CALL)
     assistant = [m for m in seen.requests[1].json()["messages"] if m["role"] == "assistant"][-1]
     if isinstance(assistant["content"], list):
@@ -87,7 +87,7 @@ def test_reasoning_is_shown_and_never_sent_back_as_text(api, replay, workdir, na
     assert seen.answer["content"] == ANSWER and seen.answer.get("reasoning", "") == expected
     after = continue_turn(api, replay, seen.ws_id, "and again?", family(name).CASES["text"])
     request = after.requests[0]
-    check_refusable_fields(request)
+    check_refusable_fields(request, name)
     if expected and name != "anthropic":  # Anthropic's thinking goes back signed: its own test
         assert expected.encode() not in request.raw
 
@@ -142,12 +142,12 @@ def test_a_whole_answer_to_a_streamed_request_is_shown(api, replay, workdir, nam
 
 def test_a_whole_answer_with_a_tool_call_is_run_and_answered(api, replay, workdir, name):
     seen = turn(api, replay, workdir, name, "whole_tool_call", "text")
-    _check_answered(seen, [ONE], ["one"])
+    _check_answered(seen, name, [ONE], ["one"])
 
 
 def test_a_whole_answer_with_parallel_calls_is_run_and_answered(api, replay, workdir, name):
     seen = turn(api, replay, workdir, name, "whole_parallel", "text")
-    _check_answered(seen, [ONE, TWO], ["one", "two"])
+    _check_answered(seen, name, [ONE, TWO], ["one", "two"])
 
 
 def test_a_whole_error_body_with_status_200_is_retried(api, replay, workdir, name):

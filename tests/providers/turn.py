@@ -23,6 +23,8 @@ OPENAI_KEYS = {
     "max_completion_tokens",
 }
 ANTHROPIC_KEYS = {"model", "max_tokens", "messages", "stream", "system", "tools", "thinking"}
+# Keys only one family's server knows: hosted OpenAI routes a workstream to its prompt cache by key.
+FAMILY_KEYS = {"openai": {"prompt_cache_key"}}
 OPENAI_MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 
 
@@ -121,16 +123,18 @@ def results_of(request: ReceivedRequest) -> list[tuple[str, str]]:
     return out
 
 
-def check_refusable_fields(request: ReceivedRequest) -> None:
-    """No field the server would refuse: only the wire's own keys, no reasoning sent back on
-    the OpenAI wire (DeepSeek answers 400 to `reasoning_content` in a message), no empty text."""
+def check_refusable_fields(request: ReceivedRequest, family: str) -> None:
+    """No field `family`'s server would refuse: only the wire's own keys (and the family's own),
+    no reasoning sent back on the OpenAI wire (DeepSeek answers 400 to `reasoning_content` in a
+    message), no empty text."""
     body = request.json()
+    known = FAMILY_KEYS.get(family, set())
     if request.path.endswith("/v1/messages"):
-        assert set(body) <= ANTHROPIC_KEYS, set(body) - ANTHROPIC_KEYS
+        assert set(body) <= ANTHROPIC_KEYS | known, set(body) - ANTHROPIC_KEYS - known
         for message in body["messages"]:
             for block in message["content"] if isinstance(message["content"], list) else []:
                 assert block.get("type") != "text" or block["text"], "an empty text block"
         return
-    assert set(body) <= OPENAI_KEYS, set(body) - OPENAI_KEYS
+    assert set(body) <= OPENAI_KEYS | known, set(body) - OPENAI_KEYS - known
     for message in body["messages"]:
         assert set(message) <= OPENAI_MESSAGE_KEYS, set(message) - OPENAI_MESSAGE_KEYS

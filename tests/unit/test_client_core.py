@@ -383,3 +383,20 @@ def test_the_chat_reader_hands_on_any_failure_instead_of_dying_quietly() -> None
     assert out.get_nowait().get("text") == "first"
     failure = out.get_nowait()
     assert isinstance(failure, RuntimeError) and "nobody foresaw" in str(failure)
+
+
+def test_async_runs_mirror_the_runs_of_the_synchronous_client():
+    """AsyncClient.runs has every call of Client.runs, with the same parameters, awaited."""
+    import inspect
+
+    from turnstone_jobs.runs import AsyncRun, AsyncRuns, Run, Runs
+
+    for sync_class, async_class in ((Runs, AsyncRuns), (Run, AsyncRun)):
+        public = [n for n, v in vars(sync_class).items() if not n.startswith("_") and callable(v)]
+        assert public
+        for name in public:
+            mirrored = getattr(async_class, name)
+            assert inspect.iscoroutinefunction(mirrored), (async_class.__name__, name)
+            assert list(inspect.signature(mirrored).parameters) == list(
+                inspect.signature(getattr(sync_class, name)).parameters
+            ), name

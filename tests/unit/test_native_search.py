@@ -141,7 +141,12 @@ def test_anthropic_search_reply_goes_back_unchanged_on_the_next_step(server):
     rows = [*as_stored(events), Message(ws_id="w", role="user", content="and in winter?")]
     _again, body = reply(server, m, stored.for_model("sys", rows))
     assert body["messages"][1] == {"role": "assistant", "content": blocks}  # sources text not resent
-    assert body["messages"][2] == {"role": "user", "content": [{"type": "text", "text": "and in winter?"}]}
+    newest = {
+        "type": "text",
+        "text": "and in winter?",
+        "cache_control": {"type": "ephemeral"},
+    }  # a cache mark
+    assert body["messages"][2] == {"role": "user", "content": [newest]}
 
 
 def test_anthropic_search_then_a_tool_call_replays_blocks_then_the_call(server):

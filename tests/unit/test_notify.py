@@ -412,6 +412,14 @@ def test_notify_settings_come_from_the_section_and_the_environment():
     assert SECRET not in repr(settings) and "bot" not in repr(settings.notify)
 
 
+def test_the_public_url_comes_from_the_section_or_over_it_the_environment():
+    section = {"notify": {"public_url": "https://agents.example.com/"}}
+    assert Settings.from_mapping(section, {}).notify.public_url == "https://agents.example.com"
+    env = {"TURNSTONE_PUBLIC_URL": "http://10.0.0.5:8080"}
+    assert Settings.from_mapping(section, env).notify.public_url == "http://10.0.0.5:8080"
+    assert Settings.from_mapping({}, {}).notify.public_url is None
+
+
 @pytest.mark.parametrize(
     "section, error",
     [
@@ -421,6 +429,9 @@ def test_notify_settings_come_from_the_section_and_the_environment():
         ({"heartbeat_seconds": 0}, "positive number"),
         ({"heartbeat_seconds": 10, "stale_seconds": 5}, "longer than heartbeat"),
         ({"service_secret": "in a file"}, "unknown key"),
+        ({"public_url": "javascript:alert(1)"}, "public_url must be an http"),
+        ({"public_url": 5}, "public_url"),
+        ({"public_url": "https://a.example/\x00"}, "public_url"),
     ],
 )
 def test_bad_notify_settings_are_refused_by_key(section, error):

@@ -96,8 +96,10 @@ def test_unknown_tool_is_an_error_item_naming_only_offered_tools(tmp_path):
     offered = ", ".join(
         [
             "bash",
+            "bash_output",
             "diff_file",
             "edit_file",
+            "kill_shell",
             "memory",
             "notify",
             "open_preview",
@@ -424,7 +426,9 @@ def test_an_argument_the_tool_does_not_take_is_an_error_item_and_never_runs(tmp_
     marker = tmp_path / "elsewhere"
     raw = json.dumps({"command": f"touch {marker.name}", "cwd": "/tmp"})
     call = prepare_call(registry, "c1", "bash", raw, context(tmp_path))
-    assert call.error == "Error: bash does not take 'cwd'; it takes: command, timeout, stop_on_error"
+    assert call.error == (
+        "Error: bash does not take 'cwd'; it takes: command, timeout, stop_on_error, run_in_background"
+    )
     assert call.needs_approval is False
     assert execute_call(registry, call, context(tmp_path)).is_error
     assert not marker.exists()

@@ -306,13 +306,16 @@ def test_anthropic_request_converts_tool_calls_and_results(server):
     reply_events(model, messages=tool_conversation(), tools=[BASH_TOOL])
 
     body = server.history[0].body
-    assert body["system"] == "You are terse."
+    # the prompt cache's breakpoints: the system prompt, the last tool, the newest message
+    cached = {"cache_control": {"type": "ephemeral"}}
+    assert body["system"] == [{"type": "text", "text": "You are terse.", **cached}]
     assert body["max_tokens"] == 1234
     assert body["tools"] == [
         {
             "name": "bash",
             "description": "Run a shell command.",
             "input_schema": BASH_TOOL["function"]["parameters"],
+            **cached,
         }
     ]
     assert body["messages"] == [
@@ -329,7 +332,7 @@ def test_anthropic_request_converts_tool_calls_and_results(server):
             "content": [
                 {"type": "tool_result", "tool_use_id": "call_a", "content": "a.txt"},
                 {"type": "tool_result", "tool_use_id": "call_b", "content": "Error: bad arguments"},
-                {"type": "text", "text": "Thanks."},
+                {"type": "text", "text": "Thanks.", **cached},
             ],
         },
     ]
@@ -451,7 +454,12 @@ def test_anthropic_puts_an_image_inside_its_tool_result(server):
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_DATA}},
             ],
         },
-        {"type": "tool_result", "tool_use_id": "call_txt", "content": "done"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "call_txt",
+            "content": "done",
+            "cache_control": {"type": "ephemeral"},
+        },
     ]
 
 

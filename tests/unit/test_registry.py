@@ -9,7 +9,7 @@ import pytest
 from app.tools.core.base import Preparation, ToolOutcome
 from app.tools.core.registry import SCHEMA_DIR, RegistryError, build_registry
 
-ALL_TOOLS = {
+INTERACTIVE_TOOLS = {
     "bash",
     "read_file",
     "write_file",
@@ -28,6 +28,25 @@ ALL_TOOLS = {
     "use_prompt",
     "skill",
 }
+# The coordinator kind's own tools (coordinator: true, not interactive): with the 17 above, the
+# reference's 29.
+COORDINATOR_ONLY = {
+    "spawn_workstream",
+    "spawn_batch",
+    "wait_for_workstream",
+    "inspect_workstream",
+    "send_to_workstream",
+    "cancel_workstream",
+    "close_workstream",
+    "delete_workstream",
+    "list_workstreams",
+    "list_nodes",
+    "tasks",
+    "close_all_children",
+}
+# Background shells (bash run_in_background): reading and stopping one, wherever bash is offered.
+SHELL_TOOLS = {"bash_output", "kill_shell"}
+ALL_TOOLS = INTERACTIVE_TOOLS | COORDINATOR_ONLY | SHELL_TOOLS
 SCHEMA_KEYS = {"name", "description", "parameters"}
 
 
@@ -63,6 +82,7 @@ def write_schema(directory, filename, **overrides):
 
 
 def test_every_builtin_tool_has_a_schema_file():
+    assert len(INTERACTIVE_TOOLS | COORDINATOR_ONLY) == 29  # the reference's count, shells aside
     assert build_registry().builtin_tool_names == frozenset(ALL_TOOLS)
     assert {p.stem for p in SCHEMA_DIR.glob("*.json")} == ALL_TOOLS
 
@@ -86,6 +106,20 @@ def test_primary_key_map_follows_the_spec():
         "read_resource": "uri",
         "use_prompt": "name",
         "skill": "name",
+        "spawn_workstream": "prompt",
+        "spawn_batch": "context",
+        "wait_for_workstream": "ws_id",
+        "inspect_workstream": "ws_id",
+        "send_to_workstream": "message",
+        "cancel_workstream": "ws_id",
+        "close_workstream": "ws_id",
+        "delete_workstream": "ws_id",
+        "list_workstreams": "which",
+        "list_nodes": "name",
+        "tasks": "action",
+        "close_all_children": "reason",
+        "bash_output": "shell_id",
+        "kill_shell": "shell_id",
     }
 
 
@@ -102,11 +136,15 @@ def test_task_agent_tools_follow_the_summary_table():
         "notify",
         "read_resource",
         "use_prompt",
+        "bash_output",
+        "kill_shell",
     }
 
 
 def test_task_auto_tools_include_web_tools_per_resolutions():
-    assert build_registry().task_auto_tools == {
+    # a coordinator's reading and spawning tools run unprompted; closing and deleting ask
+    asking = {"close_workstream", "delete_workstream", "close_all_children"}
+    assert build_registry().task_auto_tools - (COORDINATOR_ONLY - asking) == {
         "read_file",
         "diff_file",
         "search",
@@ -115,13 +153,15 @@ def test_task_auto_tools_include_web_tools_per_resolutions():
         "memory",
         "recall",
         "notify",
+        "bash_output",  # reading and stopping a shell the agent started asks nobody
+        "kill_shell",
     }
 
 
 def test_memory_is_the_one_dual_kind_tool():
     registry = build_registry()
-    assert names(registry.coordinator_tools) == {"memory"}
-    assert names(registry.interactive_tools) == ALL_TOOLS
+    assert names(registry.coordinator_tools) == COORDINATOR_ONLY | {"memory"}
+    assert names(registry.interactive_tools) == INTERACTIVE_TOOLS | SHELL_TOOLS
 
 
 def test_tools_keep_their_metadata():
@@ -133,8 +173,10 @@ def test_tools_keep_their_metadata():
 def test_only_tools_with_a_handler_are_offered():
     assert offered(build_registry(), "interactive") == [
         "bash",
+        "bash_output",
         "diff_file",
         "edit_file",
+        "kill_shell",
         "memory",
         "notify",
         "open_preview",
@@ -287,7 +329,7 @@ def test_a_valid_custom_schema_dir_loads(tmp_path):
 
 # tool: (required parameters, optional parameters), as TOOLS-SPEC.md lists them
 SPEC_PARAMETERS = {
-    "bash": ({"command"}, {"timeout", "stop_on_error"}),
+    "bash": ({"command"}, {"timeout", "stop_on_error", "run_in_background"}),  # the last: issue 45
     "read_file": ({"path"}, {"offset", "limit"}),
     "write_file": ({"path", "content"}, {"mode"}),
     "edit_file": ({"path"}, {"old_string", "new_string", "near_line", "edits", "replace_all"}),

@@ -8,9 +8,11 @@ import pytest
 from gunicorn.http import errors
 
 from app.errors import BadRequestError
+from app.web import shapes
 from app.web.commands import checked_idempotency_key
+from app.web.contract import parse
 from app.web.gunicorn_worker import REQUEST_READ_TIMEOUT_SECONDS, JsonThreadWorker, error_status, json_error
-from app.web.requests import field, parse_object
+from app.web.requests import parse_object
 
 
 @pytest.mark.parametrize(
@@ -40,14 +42,14 @@ def test_a_json_object_is_read_from_bytes_or_text():
 @pytest.mark.parametrize("value", ["a\x00b", "\ud800", "x\udfff"])
 def test_text_that_cannot_be_stored_is_refused_naming_the_field(value):
     with pytest.raises(BadRequestError) as caught:
-        field({"name": value}, "name", str)
+        parse(shapes.NewWorkstream, {"name": value})
     assert caught.value.details == {"field": "name"}
 
 
 def test_text_longer_than_its_column_is_refused():
-    assert field({"name": "n" * 200}, "name", str, max_chars=200) == "n" * 200
+    assert parse(shapes.NewWorkstream, {"name": "n" * 200}).name == "n" * 200
     with pytest.raises(BadRequestError):
-        field({"name": "n" * 201}, "name", str, max_chars=200)
+        parse(shapes.NewWorkstream, {"name": "n" * 201})
 
 
 @pytest.mark.parametrize("key", ["", "k" * 201, "caf\u00e9", "tab\t", "new\nline"])

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from app.coordination import children, tasklist, waits
 from app.gateway.channels import DISCORD_ID
 from app.gateway.request import DIRECT_TYPES, NOTIFY_MAX_MESSAGE_CHARS, NOTIFY_MAX_TITLE_CHARS
 from app.memory import store as memory_store
@@ -37,6 +38,8 @@ from app.settings import (
     ToolSettings,
 )
 from app.tools import diff_file, memory, read_resource, skill, task_agent, use_prompt, watch, write_file
+from app.tools.coordinator import arguments as coordinator_arguments
+from app.tools.coordinator import list_workstreams, tasks, wait_for_workstream
 from app.tools.core.base import Preparation, ToolContext, ToolHandler
 from app.tools.core.registry import SCHEMA_DIR, default_handlers
 from app.tools.core.tool import COORDINATOR
@@ -84,6 +87,13 @@ BOUNDS: dict[tuple[str, str, str], int] = {
     ("web_fetch", "url", "maxLength"): FETCH_MAX_URL_CHARS,
     ("web_search", "max_results", "minimum"): 1,
     ("web_search", "max_results", "maximum"): WEB_SEARCH_MAX_RESULTS,
+    ("spawn_workstream", "prompt", "maxLength"): coordinator_arguments.MAX_PROMPT_CHARS,
+    ("spawn_workstream", "name", "maxLength"): MAX_NAME_CHARS,
+    ("send_to_workstream", "message", "maxLength"): coordinator_arguments.MAX_PROMPT_CHARS,
+    ("wait_for_workstream", "timeout", "minimum"): 1,
+    ("wait_for_workstream", "timeout", "maximum"): wait_for_workstream.MAX_TIMEOUT,
+    ("tasks", "title", "maxLength"): tasklist.MAX_TITLE_CHARS,
+    ("tasks", "task_id", "minimum"): 1,
 }
 # (tool, parameter, session kind whose variant states it, or None for the file's own schema)
 ENUMS: dict[tuple[str, str, str | None], tuple[str, ...]] = {
@@ -97,6 +107,11 @@ ENUMS: dict[tuple[str, str, str | None], tuple[str, ...]] = {
     ("watch", "action", None): watch.ACTIONS,
     ("web_search", "category", None): tuple(CATEGORIES),
     ("write_file", "mode", None): write_file.MODES,
+    ("spawn_workstream", "folder", None): children.FOLDERS,
+    ("wait_for_workstream", "mode", None): waits.MODES,
+    ("list_workstreams", "which", None): list_workstreams.WHICH,
+    ("tasks", "action", None): tasks.ACTIONS,
+    ("tasks", "status", None): tasklist.STATUSES,
 }
 PATTERNS: dict[tuple[str, str], str] = {
     ("memory", "name"): memory_store.NAME.pattern,
@@ -127,6 +142,12 @@ CALLS: dict[tuple[str, str], dict[str, Any]] = {
     ("watch", "max_polls"): {"action": "create", "name": "w", "command": "true"},
     ("web_fetch", "url"): {"question": "q"},
     ("web_search", "max_results"): {"query": "q"},
+    ("spawn_workstream", "prompt"): {},
+    ("spawn_workstream", "name"): {"prompt": "p"},
+    ("send_to_workstream", "message"): {"ws_id": "w1"},
+    ("wait_for_workstream", "timeout"): {},
+    ("tasks", "title"): {"action": "add"},
+    ("tasks", "task_id"): {"action": "update", "status": "done"},
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import BadRequestError
+from app.errors import BadRequestError, UnprocessableError
 from app.storage.models import Workstream
 from app.users import ownership, passwords, principal, scopes, tokens
 from app.users.known_owners import KnownOwners, Owner
@@ -30,11 +30,18 @@ def test_lifetimes(text, seconds):
     assert tokens.parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "30", "d", "0d", "-1d", "1.5d", "30 days", "367d", "1w", "1d\x00"])
+@pytest.mark.parametrize("text", ["", "30", "d", "0d", "-1d", "1.5d", "30 days", "1w", "1d\x00"])
 def test_bad_lifetimes_are_400_naming_expires(text):
     with pytest.raises(BadRequestError) as exc:
         tokens.parse_duration(text)
     assert exc.value.details["field"] == "expires"
+
+
+def test_a_lifetime_past_the_limit_is_422_naming_expires():
+    """Well-formed, past what the service allows: the document cannot say the limit in days."""
+    with pytest.raises(UnprocessableError) as exc:
+        tokens.parse_duration("367d")
+    assert exc.value.status == 422 and exc.value.details["field"] == "expires"
 
 
 def test_passwords_hash_with_argon2id_and_verify():

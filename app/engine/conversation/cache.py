@@ -67,6 +67,12 @@ class ConversationCache:
     ) -> list[dict[str, Any]]:
         """`make(row)` of each message `messages` reads (what the model is sent of it), made
         once per row while the workstream is kept: shared, so it cannot be changed."""
+        return [entry for _row, entry in self.model_pairs(s, ws_id, make)]
+
+    def model_pairs(
+        self, s: Session, ws_id: str, make: Callable[[Message], dict[str, Any]]
+    ) -> list[tuple[Message, dict[str, Any]]]:
+        """Each row `messages` reads with its `model_entries` entry."""
         rows = self._read(s, ws_id)
         with self._lock:
             made = self._entries.setdefault(ws_id, {}) if ws_id in self._rows else {}
@@ -75,7 +81,7 @@ class ConversationCache:
             entry = made.get(row_id)
             if entry is None:
                 entry = made[row_id] = SharedMessage(make(row))
-            out.append(entry)
+            out.append((row, entry))
         return out
 
     def _read(self, s: Session, ws_id: str) -> dict[int, Message]:

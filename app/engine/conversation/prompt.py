@@ -3,6 +3,12 @@
 A section is a function of the step's `PromptContext` that returns its text, or
 None to stay out. Capabilities add a section (skills, memories, MCP catalogs,
 watches) to `SECTIONS`, or a runtime adds its own; nobody edits one constant.
+
+`SECTIONS` change seldom (a skill loaded, a tool found) and make the system prompt, the start
+of every request; what may change from one step to the next (the memories relevant to the
+turn's message, changed by the memory tool) is in `TURN_SECTIONS`, sent after the conversation
+(`turn_context`), so that each request starts as the one before it did and the provider's prompt
+cache serves that start (docs/providers.md, "Prompt caching").
 """
 
 from __future__ import annotations
@@ -53,8 +59,15 @@ SECTIONS: tuple[Section, ...] = (
     hidden_tools,
     sub_agent,
     skill_section.section,
-    relevance.section,
 )
+TURN_SECTIONS: tuple[Section, ...] = (relevance.section,)
+
+
+def turn_context(ctx: PromptContext, sections: Sequence[Section] = TURN_SECTIONS) -> dict[str, str] | None:
+    """What goes after the conversation for this step: a user message of `TURN_SECTIONS`'
+    texts, or None when they are all empty."""
+    text = build(ctx, sections)
+    return {"role": "user", "content": text} if text else None
 
 
 def build(ctx: PromptContext, sections: Sequence[Section] = SECTIONS) -> str:

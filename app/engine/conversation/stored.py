@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from app.compaction import plan
 from app.engine.publishing.streaming import history_cursor
 from app.engine.subagents.family import tag_history
 from app.providers.content import SERVER_BLOCKS
@@ -27,7 +28,7 @@ def for_model(system_prompt: str, rows: list[Message]) -> list[dict[str, Any]]:
     `{"type": "text", "text": ...}` then `{"type": "image", "media_type": ..., "data": <base64>}`;
     each provider turns that into what its wire format (and its model) accepts.
     """
-    return arrange(system_prompt, [model_entry(row) for row in rows])
+    return arrange(system_prompt, plan.visible([(row, model_entry(row)) for row in rows]))
 
 
 def arrange(system_prompt: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -58,6 +59,8 @@ def arrange(system_prompt: str, entries: list[dict[str, Any]]) -> list[dict[str,
 
 def model_entry(row: Message) -> dict[str, Any]:
     """One stored message as the model is sent it, in the neutral format."""
+    if row.role == plan.SUMMARY:
+        return plan.summary_entry(row)
     if row.role == "assistant":
         entry: dict[str, Any] = {"role": "assistant", "content": row.content or ""}
         if row.tool_calls:
@@ -97,8 +100,12 @@ def as_history(row: Message) -> dict[str, Any]:
         entry["tool_calls"] = row.tool_calls
     if row.role == "tool":
         entry.update(tool_call_id=row.tool_call_id, name=row.name, is_error=row.is_error)
+    if row.role == plan.SUMMARY:
+        entry.update(covers_from=row.covers_from, covers_to=row.covers_to, covers_count=row.covers_count)
     if row.origin:
         entry["origin"] = row.origin  # a user message something other than a person wrote (a watch)
+    if row.model:
+        entry["model"] = row.model  # an answer: the model that gave it (a fallback's, say)
     return entry
 
 
@@ -133,6 +140,10 @@ def decisions(s: Session, ws_id: str) -> dict[tuple[str | None, str | None], dic
             "how": r.decided_how,
             "via": r.decided_via,
             "feedback": r.feedback,
+            "rule": r.policy_rule,
+            "verdict": r.verdict,
+            # A person's edit: what ran (the model's arguments are its call's, above it).
+            **({"arguments": r.args} if r.original_args is not None else {}),
         }
         for r in rows
     }

@@ -9,9 +9,11 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from app.engine.life import calls as call_store
+from app.engine.life import edits
 from app.engine.publishing.outbox import Outbox, ordered
 from app.errors import ConflictError, NotFoundError
 from app.events import EventType
+from app.policies.rules import is_asked
 from app.runtime import Runtime
 from app.storage.models import CallStatus, ToolCall, Turn, TurnPhase, Workstream, WorkstreamState
 from app.tools.core.tool import approval_label
@@ -27,6 +29,7 @@ class Decision:
     how: str = "user"
     by_id: str | None = None  # the deciding user's id; None: the operator
     via: str | None = None  # http, websocket, cli
+    arguments: dict[str, Any] | None = None  # call_id runs with these instead of the model's (edits.py)
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,19 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
         if decision.always and decision.approved:
             labels = {approval_label(r.func_name, r.args) for r in targets}
             ws.auto_approve_tools = sorted(set(ws.auto_approve_tools) | labels)
-            targets += [
+            targets += [  # the batch's other calls "always" now covers; never one a policy rule asks about
                 r
                 for r in pending
-                if r not in targets and approval_label(r.func_name, r.args) in ws.auto_approve_tools
+                if r not in targets
+                and approval_label(r.func_name, r.args) in ws.auto_approve_tools
+                and not is_asked(r.policy_rule)
             ]
             s.add(ws)
         how = "always" if decision.always and decision.approved else decision.how
+        edited = decision.arguments is not None and decision.approved
+        if edited:  # one call, named (commands.approve): checked before anything is decided
+            assert decision.arguments is not None and len(targets) == 1
+            edits.check(rt, ws, targets[0], decision.arguments)
         targets = [
             r
             for r in targets
@@ -77,10 +86,12 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
                 how,
                 by_id=decision.by_id,
                 via=decision.via,
+                arguments=decision.arguments if edited else None,
             )
         ]
-        if decision.approved and decision.feedback and turn is not None:
-            turn.feedback = "\n".join(filter(None, [turn.feedback, decision.feedback]))
+        told = [edits.note(decision.by, r) for r in targets if edited]
+        if decision.approved and (decision.feedback or told) and turn is not None:
+            turn.feedback = "\n".join(filter(None, [turn.feedback, *told, decision.feedback]))
             s.add(turn)
         still = [r.call_id for r in pending if r not in targets]
         resumed = not still and turn is not None and _unpark(rt, s, turn)
@@ -103,6 +114,7 @@ def _announce(
         by=d.by,
         how=d.how,
         via=d.via,
+        **({"arguments": d.arguments} if d.arguments is not None and d.approved and targets else {}),
     )
     for row in targets:
         if row.status == CallStatus.DENIED:

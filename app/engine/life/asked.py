@@ -30,6 +30,7 @@ from app.engine.publishing.outbox import Outbox
 from app.engine.running import leases
 from app.engine.running.handoff import will_keep
 from app.events import EventType, Fence
+from app.jobs import policing
 from app.metrics import recording
 from app.runtime import Runtime
 from app.storage.database import typed
@@ -51,14 +52,18 @@ CALL_COLUMNS = [
     "error",
     "status",
     "decided_how",
+    "decided_by",
     "output",
     "is_error",
     "catalog_version",
+    "policy_rule",
+    "verdict",
     "created_at",
     "started_at",
+    "finished_at",
     "runner",
 ]
-ANSWER_KEYS = ("content", "reasoning", "usage", "server_blocks")
+ANSWER_KEYS = ("content", "reasoning", "usage", "server_blocks", "model")
 _WORKSTREAM_COLUMNS = list(Workstream.__table__.c)  # type: ignore[attr-defined]
 
 
@@ -93,6 +98,7 @@ def store(
     if keep and len(rows) == 1 and rows[0].status == CallStatus.APPROVED:
         calls.start_as_handed_on(rows[0])
     approves_all = any(r.decided_how == "auto" for r in rows) and ws.auto_approve
+    judged = any(r.decided_how == calls.SMART for r in rows) and ws.smart_approve
     grown = asked.read_paths != sorted(ws.read_paths)
     values = {
         **leases.fenced_values(fence, step),
@@ -105,7 +111,7 @@ def store(
     }
     for n, row in enumerate(rows):
         values.update({f"call{n}_{column}": getattr(row, column) for column in CALL_COLUMNS})
-    shape = (len(rows), waiting, keep, approves_all, grown, asked.expanded_tools is not None)
+    shape = (len(rows), waiting, keep, approves_all, judged, grown, asked.expanded_tools is not None)
     done = run_alone(rt.db, _stores(*shape), values)
     if done is None:
         return False
@@ -118,6 +124,12 @@ def store(
         make_transient_to_detached(stored_row)
     _announce(rt, out, fence, step, asked, waiting)
     if waiting:
+        turn_id = fence.turn_id
+        out.after(lambda rt: policing.on_parked(rt, turn_id))  # a run's policy decides first
+        if rt.settings.judge:  # a judge model's second opinion, beside the person's decision
+            out.after(lambda rt: rt.queue.judge(ws.id, turn_id, step))
+        if ws.notify_approvals and ws.owner_id:  # the owner told through their channels
+            out.after(lambda rt: rt.queue.push_approval(ws.id, turn_id, step))
         return None
     claim = Fence(fence.turn_id, fence.attempt + 1) if keep else None
     started = rows[0].status == CallStatus.RUNNING and len(rows) == 1
@@ -135,7 +147,7 @@ def _announce(rt: Runtime, out: Outbox, fence: Fence, step: int, asked: Asked, w
         items=items,
     )
     for row, known in zip(asked.rows, asked.known, strict=True):
-        if row.status == CallStatus.ERROR:
+        if row.status in (CallStatus.ERROR, CallStatus.DENIED):  # refused at prepare, or by a rule
             calls.announce(rt, row, fence, out)
             name = row.func_name if known else recording.UNKNOWN_TOOL
             recording.tool_call_ended(None, name, row.status, row.is_error)  # committed already
@@ -144,12 +156,15 @@ def _announce(rt: Runtime, out: Outbox, fence: Fence, step: int, asked: Asked, w
 
 
 @cache  # built when first run, for the shapes a worker meets
-def _stores(n: int, waiting: bool, keep: bool, approves_all: bool, grown: bool, found: bool) -> Steps:
+def _stores(
+    n: int, waiting: bool, keep: bool, approves_all: bool, judged: bool, grown: bool, found: bool
+) -> Steps:
     """The steps for an answer asking for `n` calls: the turn locked under its fence in this
     step's model phase; the workstream `attention` or `running` (`approves_all`: only if it still
-    approves every call), with the read paths (`grown`) and expanded tools (`found`) the calls
-    add, returned as written; the assistant message; the calls; the turn parked for a decision
-    (`waiting`) or handed on to its batch (`keep`: claimed for this task)."""
+    approves every call; `judged`: only if it still lets the judge approve), with the read paths
+    (`grown`) and expanded tools (`found`) the calls add, returned as written; the assistant
+    message; the calls; the turn parked for a decision (`waiting`) or handed on to its batch
+    (`keep`: claimed for this task)."""
     held = Step(
         "held",
         lambda ref: (
@@ -157,6 +172,8 @@ def _stores(n: int, waiting: bool, keep: bool, approves_all: bool, grown: bool, 
         ),
     )
     approving = [col(Workstream.auto_approve).is_(True)] if approves_all else []
+    if judged:
+        approving.append(col(Workstream.smart_approve).is_(True))
     gained = {}
     if grown:
         gained["read_paths"] = typed(Workstream, "read_paths", "ws_read_paths")
@@ -181,6 +198,7 @@ def _stores(n: int, waiting: bool, keep: bool, approves_all: bool, grown: bool, 
             reasoning="answer_reasoning",
             usage="answer_usage",
             server_blocks="answer_server_blocks",
+            model="answer_model",
             tool_calls="answer_tool_calls",
             created_at="now",
         ),

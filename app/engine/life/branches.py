@@ -32,7 +32,7 @@ from app.engine.conversation import stored
 from app.engine.life import turns
 from app.engine.life.turns import Sent, new_id
 from app.engine.publishing.outbox import Defer, ordered
-from app.errors import BadRequestError, ConflictError, NotFoundError, PayloadTooLargeError
+from app.errors import BadRequestError, ConflictError, NotFoundError, PayloadTooLargeError, UnprocessableError
 from app.events import EventType
 from app.runtime import Runtime
 from app.sandbox import folders
@@ -171,6 +171,7 @@ def fork(
         name=name or f"{origin.name} (fork)"[:200],
         model=origin.model,
         auto_approve=origin.auto_approve,
+        smart_approve=origin.smart_approve,
         auto_approve_tools=list(origin.auto_approve_tools),
         read_paths=list(origin.read_paths),
         expanded_tools=list(origin.expanded_tools),
@@ -224,12 +225,14 @@ def describe(rt: Runtime, ws_id: str, branch_id: str) -> dict[str, Any]:
 
 
 def _idle(s: Session, ws_id: str) -> Workstream:
-    """The interactive workstream, locked, with no turn running or queued; else 404, 400 or 409."""
+    """The interactive workstream, locked, with no turn running or queued; else 404, 422 or 409."""
     ws = s.exec(select(Workstream).where(Workstream.id == ws_id).with_for_update()).first()
     if ws is None:
         raise NotFoundError(f"no workstream {ws_id}")
     if ws.kind != INTERACTIVE:  # a sub-agent's conversation is its parent's to steer
-        raise BadRequestError(f"workstream {ws_id} is a {ws.kind} workstream: only interactive ones branch")
+        raise UnprocessableError(
+            f"workstream {ws_id} is a {ws.kind} workstream: only interactive ones branch"
+        )
     busy = s.exec(
         select(func.count())
         .select_from(Turn)

@@ -41,7 +41,9 @@ from app.engine.life import interruptions
 from app.engine.life.interruptions import RUNNER
 from app.engine.publishing.outbox import Outbox, ordered
 from app.events import EventType, Fence
+from app.judge import heuristic
 from app.metrics import recording
+from app.policies import rules
 from app.runtime import Runtime
 from app.storage.database import typed, update_rows
 from app.storage.models import (
@@ -64,6 +66,8 @@ CANCELLED_WAITING_OUTPUT = "Cancelled by user while it was still running."
 CANCEL_FEEDBACK = "Cancelled by user"
 
 MAX_STORED_NAME = 200  # the call_id and func_name columns
+# decided_how and decided_by of a call the intent judge approved (a workstream's smart_approve)
+SMART, JUDGE = "smart", "judge"
 
 
 def denial_text(feedback: str | None) -> str:
@@ -74,8 +78,9 @@ def denial_text(feedback: str | None) -> str:
 
 
 def item(call: ToolCall) -> dict[str, Any]:
-    """A call as `tool_info` / `approve_request` items and the workstream API show it."""
-    return {
+    """A call as `tool_info` / `approve_request` items and the workstream API show it; a call
+    waiting for a person carries its arguments, which that person may edit (edits.py)."""
+    shown = {
         "call_id": call.call_id,
         "func_name": call.func_name,
         "header": call.header,
@@ -83,7 +88,12 @@ def item(call: ToolCall) -> dict[str, Any]:
         "needs_approval": call.needs_approval,
         "error": call.error,
         "status": call.status,
+        "rule": call.policy_rule,  # the admin's policy rule that decided or asked for it
+        "verdict": call.verdict,  # the intent judge's, when it needed a person (app/judge)
     }
+    if call.status == CallStatus.PENDING:
+        shown["args"] = call.args
+    return shown
 
 
 def batch(s: Session, turn_id: str, step: int) -> list[ToolCall]:
@@ -100,17 +110,40 @@ def batch(s: Session, turn_id: str, step: int) -> list[ToolCall]:
 
 
 def new_row(
-    ws: Workstream, turn_id: str, step: int, position: int, p: PreparedCall, catalog_version: str | None
+    ws: Workstream,
+    turn_id: str,
+    step: int,
+    position: int,
+    p: PreparedCall,
+    catalog_version: str | None,
+    policy: rules.Book = rules.EMPTY,
 ) -> ToolCall:
-    """The stored form of a prepared call, already decided where no person needs to decide."""
+    """The stored form of a prepared call, already decided where no person needs to decide.
+    The admin's `policy` comes first: a rule's deny, ask or allow stands over the tool's own
+    need, "always" and the workstream's auto-approve (the one place those are decided). A call
+    left for a person gets the intent judge's verdict; with the workstream's `smart_approve`, a
+    low-risk one is approved on it, unless an admin's rule asked for a person."""
+    rule = policy.rule_for(p.func_name, p.args) if not p.error else None
+    output, by, verdict = p.error, None, None
     if p.error:
         status, how = CallStatus.ERROR, None
+    elif rule is not None and rule.effect != rules.Effect.ASK:
+        denied = rule.effect == rules.Effect.DENY
+        status = CallStatus.DENIED if denied else CallStatus.APPROVED
+        how, by = rules.RULE_HOW, rules.DECIDED_BY
+        output = rules.denial_text(rule) if denied else None
+    elif rule is not None:
+        status, how = CallStatus.PENDING, None
+        verdict = heuristic.judge(p.func_name, p.args)
     elif not p.needs_approval:
         status, how = CallStatus.APPROVED, None
     elif ws.auto_approve or approval_label(p.func_name, p.args) in ws.auto_approve_tools:
         status, how = CallStatus.APPROVED, "auto"
     else:
         status, how = CallStatus.PENDING, None
+        verdict = heuristic.judge(p.func_name, p.args)
+        if ws.smart_approve and verdict.risk == heuristic.LOW:
+            status, how, by = CallStatus.APPROVED, SMART, JUDGE
     return ToolCall(
         ws_id=ws.id,
         turn_id=turn_id,
@@ -125,9 +158,13 @@ def new_row(
         error=p.error,
         status=status,
         decided_how=how,
-        output=p.error,
-        is_error=bool(p.error),
+        decided_by=by,
+        output=output,
+        is_error=output is not None,
+        finished_at=utcnow() if status == CallStatus.DENIED else None,
         catalog_version=catalog_version,
+        policy_rule=rule.record() if rule is not None else None,
+        verdict=verdict.record() if verdict is not None else None,
     )
 
 
@@ -162,8 +199,11 @@ def decide(
     how: str,
     by_id: str | None = None,
     via: str | None = None,
+    arguments: dict[str, Any] | None = None,
 ) -> bool:
-    """pending -> approved | denied; who decided (`by`, `by_id`) and through what (`via`) stay on it."""
+    """pending -> approved | denied; who decided (`by`, `by_id`) and through what (`via`) stay on it.
+    Approved with `arguments` (a person's edit, checked: edits.py), it runs with those; the
+    model's stay beside them."""
     common = {
         "decided_by": by,
         "decided_how": how,
@@ -172,7 +212,8 @@ def decide(
         "decided_via": via,
     }
     if approved:
-        return _move(s, row, [CallStatus.PENDING], status=CallStatus.APPROVED, **common)
+        edit = {"args": arguments, "original_args": row.args} if arguments is not None else {}
+        return _move(s, row, [CallStatus.PENDING], status=CallStatus.APPROVED, **common, **edit)
     return _move(
         s,
         row,

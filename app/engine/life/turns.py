@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
+from app.coordination import waits
 from app.engine.life.transition import Done, Ref, Step, Steps, run_alone
 from app.engine.publishing.outbox import Defer, Outbox, ordered
 from app.engine.subagents import fanin
@@ -25,6 +26,7 @@ from app.runtime import Runtime
 from app.storage.database import typed
 from app.storage.models import (
     Message,
+    NameOrigin,
     Turn,
     TurnPhase,
     TurnStatus,
@@ -135,6 +137,8 @@ def _refuse(rt: Runtime, ws_id: str) -> None:
         ws = s.get(Workstream, ws_id)
     if ws is None:
         raise NotFoundError(f"no workstream {ws_id}")
+    if ws.closed_at is not None:
+        raise ConflictError(f"workstream {ws_id} is closed: it takes no more messages")
     raise ConflictError("a sub-agent's workstream takes no messages; message its parent")
 
 
@@ -182,10 +186,15 @@ def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
 
 def _taking(turn_id: Any, ws_id: Any, at_once: bool) -> Step:
     """The idle workstream `ws_id` takes `turn_id` as its active turn; with `at_once` (a send's
-    new turn) only when it is no sub-agent's and no turn is queued on it (the oldest goes first)."""
+    new turn) only when it is no sub-agent's, not closed, and no turn is queued on it (the oldest
+    goes first)."""
     idle = [col(Workstream.id) == ws_id, col(Workstream.active_turn_id).is_(None)]
     if at_once:
-        idle += [col(Workstream.parent_call_row).is_(None), ~exists(_queued(ws_id))]
+        idle += [
+            col(Workstream.parent_call_row).is_(None),
+            col(Workstream.closed_at).is_(None),
+            ~exists(_queued(ws_id)),
+        ]
     return Step(
         "taken",
         lambda ref: (
@@ -241,7 +250,9 @@ def _stored(ref: Ref) -> Any:
     ).where(
         exists(
             select(Workstream.id).where(
-                col(Workstream.id) == new_ws, col(Workstream.parent_call_row).is_(None)
+                col(Workstream.id) == new_ws,
+                col(Workstream.parent_call_row).is_(None),
+                col(Workstream.closed_at).is_(None),
             )
         )
     )
@@ -332,11 +343,13 @@ def message_stored(
 
 # What a turn's end leads to, in one read: whether it answers a parent's call (a sub-agent's),
 # sub-agents it started (to stop), a turn queued next.
-_AFTER_END = select(
+_AFTER_END = sqlalchemy.select(
     col(Workstream.kind),
     col(Workstream.parent_call_row),
     exists(select(Workstream.id).where(col(Workstream.parent_turn_id) == bindparam("turn_id"))),
     exists(_queued(bindparam("ws_id"))),
+    col(Workstream.parent_id),
+    col(Workstream.name_origin),
 ).where(col(Workstream.id) == bindparam("ws_id"))
 
 
@@ -443,17 +456,24 @@ def _ended(
         asking = s if s is not None else reader
         assert asking is not None
         row = asking.connection().execute(_AFTER_END, {"turn_id": turn_id, "ws_id": ws_id}).one()
-        freed = dict(zip(("kind", "parent_call_row", "has_children", "has_queued"), row, strict=True))
+        freed = dict(zip(_FREED, row, strict=True))
     answers_parent = freed["kind"] == TASK and freed["parent_call_row"] is not None
     if answers_parent:
         assert s is not None  # `end_with_answer` leaves a sub-agent's turn to a transaction
         fanin.record_end(s, out, turn_id, ws_id, status, error)
     if freed["has_children"]:
         fanin.stop_children_after(out, turn_id)
+    if freed["parent_id"] is not None and freed["kind"] != TASK:  # a coordinator's child
+        waits.settle_after(out, freed["parent_id"])
     recording.turn_finished(s, status)
     if freed["has_queued"]:
         out.after(lambda rt: activate_next(rt, ws_id))
+    if status == TurnStatus.DONE and freed["name_origin"] == NameOrigin.DEFAULT:
+        out.after(lambda rt: rt.settings.titles and rt.queue.title(ws_id))  # app/titles.py
     return state
+
+
+_FREED = ("kind", "parent_call_row", "has_children", "has_queued", "parent_id", "name_origin")  # `_ends`
 
 
 @cache  # built when first run: a worker builds only its database's, and only those it runs
@@ -511,6 +531,8 @@ def _ends(with_answer: bool, fenced: bool) -> Steps:
                         col(Turn.ws_id) == ref("ended", "ws_id"), col(Turn.status) == TurnStatus.QUEUED
                     )
                 ).label("has_queued"),
+                col(Workstream.parent_id),
+                col(Workstream.name_origin),
             )
         ),
         required=False,
@@ -525,6 +547,7 @@ def _ends(with_answer: bool, fenced: bool) -> Steps:
             reasoning="answer_reasoning",
             usage="answer_usage",
             server_blocks="answer_server_blocks",
+            model="answer_model",
             created_at="now",
         ),
     )

@@ -15,13 +15,19 @@ from app.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundE
 from app.previews import store as preview_store
 from app.runtime import Runtime
 from app.sandbox import folders
+from app.settings import ModelSettings
 from app.skills import store as skills
 from app.skills.fields import render
 from app.storage.models import (
+    BackgroundShell,
     Branch,
     CallStatus,
+    CoordinatorTask,
     Memory,
     Message,
+    NameOrigin,
+    Run,
+    ShellChunk,
     ToolCall,
     Turn,
     TurnStatus,
@@ -29,9 +35,13 @@ from app.storage.models import (
     Workstream,
     WorkstreamState,
 )
+from app.tools import client_tools
 from app.tools.core import tool_search_plan
 from app.tools.core import toolset as toolsets
+from app.tools.core.tool import COORDINATOR, INTERACTIVE
 from app.users.known_owners import Owner
+
+CREATABLE_KINDS = (INTERACTIVE, COORDINATOR)  # what a client (or a coordinator) may create
 
 
 def create(
@@ -45,16 +55,20 @@ def create(
     skill: str | None = None,
     network: str | None = None,
     is_admin: bool = True,
+    kind: str = INTERACTIVE,
+    parent_id: str | None = None,
+    auto_approve_tools: list[str] | None = None,
+    smart_approve: bool = False,
+    notify_approvals: bool = False,
 ) -> Workstream:
     """A new workstream in a folder of its own (app/sandbox/folders.py), or in `working_dir`;
     `network` (default `[sandbox] default_network`) and `working_dir` checked against what the
-    policy lets its creator choose (`is_admin`: the operator or an admin user)."""
-    chosen = rt.settings.model(model)
-    if model is not None and chosen is None:
-        known = ", ".join(sorted(rt.settings.models)) or "none"
-        raise BadRequestError(f"model: {model!r} is not configured (configured: {known})", field="model")
-    if model is not None and chosen is not None and not chosen.is_chat_model:
-        raise BadRequestError(f"model: {model!r} only reranks; it cannot hold a conversation", field="model")
+    policy lets its creator choose (`is_admin`: the operator or an admin user). `kind` is
+    interactive or coordinator (a task sub-agent is started by its parent's call);
+    `parent_id`, a coordinator's child."""
+    if kind not in CREATABLE_KINDS:
+        raise BadRequestError(f"kind: expected one of {', '.join(CREATABLE_KINDS)}", field="kind")
+    chosen = chat_model(rt, model)
     try:
         search = tool_search_plan.check_override(tool_search)
     except tool_search_plan.SearchOverrideError as exc:
@@ -68,12 +82,18 @@ def create(
     ws = Workstream(
         id=ws_id,
         name=name or f"workstream {ws_id[:6]}",
+        name_origin=NameOrigin.USER if name else NameOrigin.DEFAULT,
         model=model,
         auto_approve=auto_approve,
         working_dir=folder,
         tool_search=search,
         owner_id=owner_id,
         network=network,
+        kind=kind,
+        parent_id=parent_id,
+        auto_approve_tools=list(auto_approve_tools or []),
+        smart_approve=smart_approve,
+        notify_approvals=notify_approvals,
     )
     template = skills.chosen_at_creation(rt.db, skill)
     if template is not None:
@@ -83,6 +103,17 @@ def create(
         s.add(ws)
     rt.owners.add(ws_id, Owner(owner_id))  # its owner's next request need not read it
     return ws
+
+
+def chat_model(rt: Runtime, model: str | None) -> ModelSettings | None:
+    """The configured chat model `model` names (None: the default), else a 400 naming `model`."""
+    chosen = rt.settings.model(model)
+    if model is not None and chosen is None:
+        known = ", ".join(sorted(rt.settings.models)) or "none"
+        raise BadRequestError(f"model: {model!r} is not configured (configured: {known})", field="model")
+    if model is not None and chosen is not None and not chosen.is_chat_model:
+        raise BadRequestError(f"model: {model!r} only reranks; it cannot hold a conversation", field="model")
+    return chosen
 
 
 def _network(rt: Runtime, network: str | None, is_admin: bool) -> str:
@@ -127,6 +158,8 @@ def summary(ws: Workstream, children_waiting: bool = False) -> dict[str, Any]:
         "kind": ws.kind,
         "model": ws.model,
         "auto_approve": ws.auto_approve,
+        "smart_approve": ws.smart_approve,
+        "notify_approvals": ws.notify_approvals,
         "auto_approve_tools": list(ws.auto_approve_tools),
         "working_dir": ws.working_dir,
         "network": ws.network,
@@ -137,6 +170,11 @@ def summary(ws: Workstream, children_waiting: bool = False) -> dict[str, Any]:
         "owner_id": ws.owner_id,
         "skill": ws.skill,
         **({"forked_from": ws.forked_from, "forked_at": ws.forked_at} if ws.forked_from else {}),
+        "parent_id": ws.parent_id,
+        "closed": ws.closed_at is not None,
+        "pinned": ws.pinned,
+        "archived": ws.archived_at is not None,
+        "last_activity_at": ws.updated_at.isoformat(),
     }
 
 
@@ -183,7 +221,9 @@ def tool_counts(rt: Runtime, ws: Workstream) -> dict[str, Any]:
     """What the workstream's model is offered: tools visible of all it could have, whether
     tool search is on (and its tier), and the tools search has found so far."""
     search = tool_search_plan.plan(rt.settings.tools, ws.tool_search, rt.settings.model(ws.model))
-    tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools, search)
+    with rt.db.reader() as s:
+        sources = client_tools.sources(rt.tool_sources, s, ws, ws.active_turn_id)
+    tools = toolsets.build(rt.registry, sources, ws.kind, ws.expanded_tools, search)
     return {
         "tools": {**tools.counts(), "search": tools.tier},
         "expanded_tools": list(ws.expanded_tools),
@@ -218,7 +258,19 @@ def delete(rt: Runtime, ws_id: str) -> list[str]:
             raise ConflictError(f"workstream {ws_id} has a turn running or queued: cancel it first")
         for member in reversed(members):  # sub-agents before their parents
             preview_store.forget_workstream(s, member)
-            for table in (Memory, Watch, ToolCall, Message, Branch, Turn):  # its memories: workstream-scoped
+            # its background shells: their workers find the rows gone and stop them
+            shells = select(BackgroundShell.id).where(col(BackgroundShell.ws_id) == member)
+            s.execute(delete_rows(ShellChunk).where(col(ShellChunk.shell_id).in_(shells)))
+            for table in (
+                Memory,
+                Watch,
+                ToolCall,
+                Message,
+                Branch,
+                Run,
+                Turn,
+                CoordinatorTask,
+            ):  # its memories are workstream-scoped; its runs are its turns' contracts
                 s.execute(delete_rows(table).where(col(table.ws_id) == member))
             s.execute(delete_rows(Workstream).where(col(Workstream.id) == member))
     rt.owners.forget(members)

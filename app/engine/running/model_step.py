@@ -8,6 +8,9 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from app.compaction import plan as compaction_plan
+from app.compaction import run as compacting
+from app.compaction import window
 from app.engine.conversation import prompt, stored
 from app.engine.life import asked, calls, turns
 from app.engine.publishing.outbox import Outbox, ordered
@@ -17,12 +20,20 @@ from app.engine.running.leases import fenced
 from app.engine.running.phases import run_phase
 from app.engine.running.stop_check import CancelCheck
 from app.events import EventType, Fence, NewEvent
+from app.jobs.contract import is_runs_key
+from app.metrics import recording
+from app.policies import rules
+from app.policies import store as policy_store
+from app.policies.rules import EMPTY as EMPTY_POLICY
 from app.providers import ModelError, stream_reply
 from app.providers.anthropic_format import referenced_tools
+from app.providers.errors import ContextWindowError
+from app.providers.reply import service_options
 from app.runtime import Runtime
 from app.sandbox.reach import Roots
 from app.settings import ModelSettings
 from app.storage.models import (
+    Message,
     ToolCall,
     TurnPhase,
     TurnStatus,
@@ -30,14 +41,16 @@ from app.storage.models import (
 )
 from app.storage.types import storable
 from app.taskqueue import TOOL_BATCH_TASK
-from app.tools import task_agent, tool_search
+from app.tools import client_tools, task_agent, tool_search
 from app.tools.core import tool_search_plan
 from app.tools.core import toolset as toolsets
 from app.tools.core.base import ToolContext
 from app.tools.core.pipeline import PreparedCall, prepare_call
 from app.tools.web import native_search
+from app.usage import budgets
 
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
+COMPACTING_NOTICE = "The conversation is longer than the model's window: compacting it, then asking again"
 # How many times an answer's calls are decided again because the workstream changed meanwhile.
 MAX_DECISIONS = 5
 
@@ -49,6 +62,7 @@ class Reply:
     tool_calls: list[Any] = field(default_factory=list)  # providers' ToolCallRequest
     server_blocks: list[dict[str, Any]] = field(default_factory=list)  # what the provider ran itself
     usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None  # the model that gave it: the step's, or a fallback's
 
 
 def run(rt: Runtime, turn_id: str, step: int, handed: Handoff | None = None) -> None:
@@ -60,15 +74,23 @@ def run(rt: Runtime, turn_id: str, step: int, handed: Handoff | None = None) -> 
     run_phase(rt, turn_id, TurnPhase.MODEL, step, body, handed.claim if handed else None)
 
 
-def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
+def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck, compacted: bool = False) -> None:
+    """The step; `compacted`: the conversation was compacted for it already (once is enough)."""
     with rt.db.reader() as s:
         turn, ws = turns.with_workstream(s, fence.turn_id)
         # Only the rows this worker has not seen are loaded, and made into entries.
-        entries = rt.conversations.model_entries(s, ws.id, stored.model_entry)
+        pairs = rt.conversations.model_pairs(s, ws.id, stored.model_entry)
+        # A run's own client tools are read for a run's turn only: no statement on any other step.
+        run_turn = turn.id if is_runs_key(turn.idempotency_key) else None
+        sources = client_tools.sources(rt.tool_sources, s, ws, run_turn)
     publish = _publisher(rt, ws.id, fence)
     if turn.cancel_requested or cancelled():
         return _finish(rt, ws.id, fence, TurnStatus.CANCELLED)
-    if turn.step_claims > 1:
+    if step > 0 and not compacted:  # the step before crossed a budget: the turn stops here
+        spent, who = budgets.exceeded(rt, ws.id)
+        if spent is not None:
+            return _fail(rt, ws.id, fence, f"Stopped before step {step + 1}: {spent.describe(who)}.")
+    if turn.step_claims > 1 and not compacted:
         publish(EventType.STREAM_END, step=step, discard=True, reason=RESTART_NOTICE)
     model = rt.settings.model(ws.model)
     if model is None:
@@ -80,33 +102,74 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck) -> None:
             "set TURNSTONE_MODEL (e.g. openai:gpt-4.1) or add [models.NAME] to config.toml",
         )
     search = tool_search_plan.plan(rt.settings.tools, ws.tool_search, model)
-    tools = toolsets.build(rt.registry, rt.tool_sources, ws.kind, ws.expanded_tools, search)
+    tools = toolsets.build(rt.registry, sources, ws.kind, ws.expanded_tools, search)
     last_step = task_agent.last_step_notice(rt.settings, ws, step)  # a bounded sub-agent's answer
     if last_step:
         tools = task_agent.last_step_tools(tools, model)
     context = prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message=turn.message)
     system = prompt.build(context, rt.prompt_sections)
-    history = stored.arrange(system, entries)
+    history = stored.arrange(system, compaction_plan.visible(pairs))
+    if trailing := prompt.turn_context(context):
+        history.append(trailing)
     if last_step:
         history.append({"role": "user", "content": last_step})
+    schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
+    schemas = native_search.swap(schemas, model, _may_search(rt, ws.kind, tools, last_step))
+    rules = window.rules_for(rt.settings.compaction, model)  # the server's window, if none is set
+    if not compacted and rules.threshold is not None:
+        size = compaction_plan.estimate_tokens(history, schemas)
+        if compacting.is_due(rules, size):
+            return _compact_first(rt, fence, step, cancelled, ws, pairs, "window", size)
     # Until the answer is stored, history points before its deltas; its stream_end goes out
     # with the events of the transition that stores it (or ends the turn).
     with StreamMark(rt, ws.id) as mark:
         try:
-            schemas = tools.schemas(ws.working_dir, rt.settings.tools.workspace_dir)
-            schemas = native_search.swap(schemas, model, _may_search(rt, ws.kind, tools, last_step))
             delta = _publisher(rt, ws.id, fence, best_effort=True)
-            reply = _stream(rt, model, history, schemas, publish, delta, step, cancelled)
+            reply = _stream(rt, model, history, schemas, publish, delta, step, cancelled, ws.id)
+        except ContextWindowError as exc:
+            if compacted or not rules.enabled:
+                mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, {"step": step}))
+                return _fail(rt, ws.id, fence, str(exc), mark)
+            ended = {"step": step, "discard": True, "reason": COMPACTING_NOTICE}
+            mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, ended))
+            overflow = exc
         except ModelError as exc:
             mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, {"step": step}))
             return _fail(rt, ws.id, fence, str(exc), mark)
-        usage = reply.usage or None
-        mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, {"step": step, "usage": usage}))
-        if last_step:
-            reply.tool_calls = []  # asked for its answer: any call now is not run
-        if cancelled():  # keep what was said; calls it had begun to ask for are dropped
-            return _store_reply(rt, fence, ws, tools, reply, step, mark, TurnStatus.CANCELLED)
-        _store_reply(rt, fence, ws, tools, reply, step, mark)
+        else:
+            usage = reply.usage or None
+            mark.end(NewEvent(EventType.STREAM_END, fence.turn_id, fence, {"step": step, "usage": usage}))
+            if last_step:
+                reply.tool_calls = []  # asked for its answer: any call now is not run
+            if cancelled():  # keep what was said; calls it had begun to ask for are dropped
+                return _store_reply(rt, fence, ws, tools, reply, step, mark, TurnStatus.CANCELLED)
+            return _store_reply(rt, fence, ws, tools, reply, step, mark)
+    size = compaction_plan.estimate_tokens(history, schemas)
+    _compact_first(rt, fence, step, cancelled, ws, pairs, "overflow", size, overflow)
+
+
+def _compact_first(
+    rt: Runtime,
+    fence: Fence,
+    step: int,
+    cancelled: CancelCheck,
+    ws: Workstream,
+    pairs: list[tuple[Message, dict[str, Any]]],
+    reason: str,
+    size: int,
+    overflow: ModelError | None = None,
+) -> None:
+    """Compact the conversation, then run the step on it. Found too long by the provider
+    (`overflow`) and with nothing that could be summarised, the turn ends with its error."""
+    rows = [row for row, _entry in pairs]
+    done = compacting.compact(
+        rt, ws, rows, reason=reason, request_tokens=size, fence=fence, cancelled=cancelled
+    )
+    if done is compacting.Outcome.CANCELLED:
+        return _finish(rt, ws.id, fence, TurnStatus.CANCELLED)
+    if overflow is not None and done is not compacting.Outcome.DONE:
+        return _fail(rt, ws.id, fence, str(overflow))
+    _step(rt, fence, step, cancelled, compacted=True)
 
 
 Publish = Callable[..., int | None]
@@ -129,10 +192,12 @@ def _stream(
     delta: Publish,
     step: int,
     cancelled: CancelCheck,
+    cache_key: str | None = None,
 ) -> Reply:
     """The model's answer; `delta` sends its text as it comes (best-effort: the stored answer
     is what counts), `publish` the step's other events (which wait out a Redis fault)."""
-    reply = Reply()
+    reply = Reply(model=model.name)
+    attempt = None
     content = Coalescer(lambda text: delta(EventType.CONTENT, step=step, text=text))
     reasoning = Coalescer(lambda text: delta(EventType.REASONING, step=step, text=text))
     try:
@@ -141,10 +206,9 @@ def _stream(
             history,
             tools,
             should_stop=cancelled,
-            retries=rt.settings.model_retries,
-            backoff_seconds=rt.settings.model_backoff_seconds,
-            timeout_seconds=rt.settings.model_timeout_seconds,
-            idle_seconds=rt.settings.model_stream_idle_seconds,
+            cache_key=cache_key,
+            fallbacks=_fallbacks(rt, model),
+            **service_options(rt.settings),
         ):
             if event.kind == "content":
                 reply.content.append(event.text)
@@ -159,6 +223,7 @@ def _stream(
             elif event.kind == "finish":
                 reply.usage = dict(event.usage)
             elif event.kind == "retry":  # an attempt failed: who watches sees why, and the wait
+                attempt = event.attempt
                 delta(
                     EventType.MODEL_RETRY,
                     step=step,
@@ -166,15 +231,30 @@ def _stream(
                     wait_seconds=round(event.wait_seconds or 0.0, 3),
                     reason=event.text,
                 )
+            elif event.kind == "fallback":  # the next attempt goes to the chain's next model
+                publish(
+                    EventType.MODEL_FALLBACK,
+                    step=step,
+                    from_model=event.from_model,
+                    to_model=event.to_model,
+                    attempt=attempt,
+                    reason=event.text,
+                )
+                reply.model = event.to_model
             elif event.kind == "restart":  # the stream broke and is being asked for again
                 reasoning.flush()
                 content.flush()
                 publish(EventType.STREAM_END, step=step, discard=True, reason=event.text)
-                reply = Reply()
+                reply = Reply(model=reply.model)
     finally:
         reasoning.close()
         content.close()
     return reply
+
+
+def _fallbacks(rt: Runtime, model: ModelSettings) -> list[ModelSettings]:
+    """The models of `model`'s fallback chain, in order (settings checked each names one)."""
+    return [m for name in model.fallbacks if (m := rt.settings.model(name)) is not None]
 
 
 def _store_reply(
@@ -198,15 +278,30 @@ def _store_reply(
         "reasoning": "".join(reply.reasoning) or None,
         "usage": reply.usage or None,
         "server_blocks": reply.server_blocks or None,
+        "model": reply.model,
     }
     is_plain = not prepared and end_as == TurnStatus.DONE and not _found(tools, reply, prepared)
     with ordered(rt, ws.id) as out:
         mark.send_with(out)
-        if is_plain and turns.end_with_answer(rt, out, fence, ws, answer):
-            return
-        going = _store(rt, out, fence, ws, tools, reply, step, prepared, read_paths, answer, end_as)
+        ended = is_plain and turns.end_with_answer(rt, out, fence, ws, answer)
+        going = (
+            None
+            if ended
+            else _store(rt, out, fence, ws, tools, reply, step, prepared, read_paths, answer, end_as)
+        )
+    _count_usage(rt, ws, reply)
     if going is not None:
         hand_on(rt, TOOL_BATCH_TASK, fence.turn_id, step, *going)
+
+
+def _count_usage(rt: Runtime, ws: Workstream, reply: Reply) -> None:
+    """The stored step's tokens and cost in the metrics (by model and owner)."""
+    model = rt.settings.model(reply.model or ws.model)  # a fallback's tokens are its own
+    if model is None or not reply.usage:
+        return
+    price = rt.settings.prices.get(model.name)
+    cost = price.cost(reply.usage, model.provider) if price is not None else 0.0
+    recording.model_usage(model.name, ws.owner_id or "operator", dict(reply.usage), cost)
 
 
 def _store(
@@ -227,12 +322,13 @@ def _store(
     or a cancel asked). The batch's claim and started call when its calls go on, None when
     they wait or the turn ended."""
     found = _found(tools, reply, prepared)
+    policy = policy_store.book(rt.db, ws.owner_id) if prepared else EMPTY_POLICY  # read each step
     for tried in range(MAX_DECISIONS + 1):
         if not prepared or end_as != TurnStatus.DONE:
             break
         if tried == MAX_DECISIONS:  # the turn keeps changing under the fence: a bug
             raise RuntimeError(f"turn {fence.turn_id}: its calls could not be stored")
-        decided = _decided(ws, tools, fence.turn_id, step, prepared, read_paths, found)
+        decided = _decided(ws, tools, fence.turn_id, step, prepared, read_paths, found, policy)
         going = asked.store(rt, out, fence, ws, step, decided, answer)
         if going is not False:
             return going
@@ -262,9 +358,13 @@ def _decided(
     prepared: list[tuple[PreparedCall, Any]],
     read_paths: set[str],
     found: list[str],
+    policy: rules.Book,
 ) -> asked.Asked:
-    """The answer's calls decided as `ws` stands, and what they add to it."""
-    rows = [calls.new_row(ws, turn_id, step, n, p, _version(tools, p)) for n, (p, _c) in enumerate(prepared)]
+    """The answer's calls decided as `ws` and the admin's `policy` stand, and what they add to it."""
+    rows = [
+        calls.new_row(ws, turn_id, step, n, p, _version(tools, p), policy)
+        for n, (p, _c) in enumerate(prepared)
+    ]
     return asked.Asked(
         rows=rows,
         asked_as=[_as_message_call(p, c) for p, c in prepared],

@@ -1,5 +1,6 @@
 """Recovery and housekeeping run by beat: re-queue steps whose worker died, resume batches
-whose waits ended, start queued turns that nobody started, time out approvals."""
+whose waits ended, start queued turns that nobody started, time out approvals, keep runs'
+contracts (app/jobs/policing.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ from redis.exceptions import LockError, LockNotOwnedError
 from sqlalchemy import or_, update
 from sqlmodel import col, select
 
+from app.coordination import waits
 from app.engine.life import calls, cancel
 from app.engine.life.approvals import Decision, decide
 from app.engine.life.turns import activate_next
 from app.engine.subagents import fanin
 from app.errors import ConflictError
+from app.jobs import policing, tool_outputs
 from app.runtime import Runtime
+from app.schedules import firing
 from app.storage.models import Turn, TurnPhase, TurnStatus, Workstream
+from app.tools.commands import background
+from app.webhooks import emitting
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +40,19 @@ def sweep(rt: Runtime) -> int:
     try:
         requeued = requeue_stale(rt)
         # fanin before resuming: a delivered answer may be a batch's last wait
-        parts = (_fan_in, resume_finished_waits, start_orphaned_turns, time_out_approvals)
+        # a coordinator's waits settled (a child ended, or the time is up) before resuming too
+        parts = (
+            _fan_in,
+            waits.sweep,
+            tool_outputs.expire,  # a client tool's wait past its limit: an error result, then resumed
+            resume_finished_waits,
+            start_orphaned_turns,
+            time_out_approvals,
+            _lost_shells,
+            policing.sweep,
+            emitting.sweep,
+            firing.sweep,
+        )
         for part in parts:
             lock.reacquire()  # LockNotOwnedError: another pass has it now; this one stops
             part(rt)
@@ -45,6 +63,11 @@ def sweep(rt: Runtime) -> int:
     finally:
         with contextlib.suppress(LockNotOwnedError, LockError):  # never hides the pass's own error
             lock.release()
+
+
+def _lost_shells(rt: Runtime) -> int:
+    """Background shells whose worker died are reported lost (their output kept)."""
+    return background.reconcile(rt.db)
 
 
 def _fan_in(rt: Runtime) -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, exists, update
 from sqlmodel import Session, col, select
 
+from app.coordination.reach import Coordination
 from app.engine.life import calls, turns
 from app.engine.life.calls import RUNNER, StartedCall
 from app.engine.life.transition import Step, Steps, run_alone
@@ -41,10 +42,12 @@ from app.storage.models import (
     utcnow,
 )
 from app.taskqueue import MODEL_STEP_TASK
+from app.tools import client_tools
 from app.tools.core import toolset as toolsets
 from app.tools.core.base import ToolContext, ToolOutcome
 from app.tools.core.ordering import lanes, paths_named
-from app.tools.core.pipeline import PreparedCall, execute_call, run_calls
+from app.tools.core.pipeline import PreparedCall, execute_call, prepare_arguments, run_calls
+from app.tools.core.tool import COORDINATOR
 
 Ran = tuple[ToolCall, ToolOutcome]  # a call that ran, and what came of it
 # How many times a batch's end is tried again because what held it back ended meanwhile.
@@ -181,10 +184,17 @@ def _finish(s: Session, row: ToolCall, outcome: ToolOutcome) -> bool:
 
 def _execute(rt: Runtime, ws: Workstream, row: ToolCall, ctx: ToolContext) -> ToolOutcome:
     """Phase 3 with the tool the model saw (its recorded catalog version), or why it is gone."""
-    tool = toolsets.resolve(rt.registry, rt.tool_sources, row.func_name, ws.kind, row.catalog_version)
+    sources: list[Any] = list(rt.tool_sources)
+    if client_tools.is_client_call(row.catalog_version):
+        with rt.db.reader() as s:
+            sources = client_tools.sources(sources, s, ws, row.turn_id)
+    tool = toolsets.resolve(rt.registry, sources, row.func_name, ws.kind, row.catalog_version)
     if isinstance(tool, str):
         return ToolOutcome(tool, is_error=True)
-    return execute_call(tool, _prepared(row), ctx)
+    call = _prepared(row)
+    if row.original_args is not None:  # a person's edit: prepared as the model's arguments were
+        call = prepare_arguments(tool, row.call_id, row.func_name, dict(row.args), ctx)
+    return execute_call(tool, call, ctx)
 
 
 def _context(
@@ -220,6 +230,7 @@ def _context(
         mcp=rt.mcp.manager if rt.mcp is not None else None,
         start_task=lambda prompt: family.start(rt, ws, fence.turn_id, row, prompt),
         note_process=lambda group: calls.note_process(rt, row, group),
+        coordination=Coordination(rt, ws) if ws.kind == COORDINATOR else None,
     )
 
 

@@ -45,6 +45,7 @@ def start(rt: Runtime, parent: Workstream, turn_id: str, call: ToolCall, prompt:
                     parent_call_row=call.id,
                     model=parent.model,
                     auto_approve=parent.auto_approve,
+                    smart_approve=parent.smart_approve,
                     auto_approve_tools=list(parent.auto_approve_tools),
                     working_dir=parent.working_dir,
                     network=parent.network,  # a sub-agent reaches no further than its parent

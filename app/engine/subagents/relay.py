@@ -22,13 +22,23 @@ SUBAGENT_EVENT = "subagent"
 LINKS_KEPT = 10_000  # workstreams whose parent (or lack of one) a process remembers
 
 
+# What of a coordinator's child reaches the coordinator's stream: what a person there decides
+# or follows (its own events stay in its stream; the coordinator's model reads it with tools).
+CHILD_TYPES_ECHOED = frozenset({"approve_request", "approval_resolved", "state_change", "error", "cancelled"})
+
+
 @dataclass(frozen=True)
 class Link:
-    """Where a child's events are echoed: its parent, the parent's turn and call."""
+    """Where a child's events are echoed: its parent, the parent's turn and call (a task
+    sub-agent's), or, for a coordinator's child, neither, and only the types `only` names."""
 
     ws_id: str
-    turn_id: str
-    call_id: str
+    turn_id: str | None
+    call_id: str | None
+    only: frozenset[str] | None = None
+
+    def carries(self, type_: str) -> bool:
+        return self.only is None or type_ in self.only
 
 
 class LinkCache:
@@ -51,12 +61,20 @@ class LinkCache:
                     Workstream.id == ws_id
                 )
             ).first()
-        link = Link(*row) if row is not None and all(row) else None
+        link = _link_of(row)
         with self._lock:
             self._known[ws_id] = link
             while len(self._known) > LINKS_KEPT:
                 self._known.popitem(last=False)
         return link
+
+
+def _link_of(row: Any) -> Link | None:
+    if row is None or row[0] is None:
+        return None
+    if all(row):
+        return Link(*row)
+    return Link(row[0], None, None, CHILD_TYPES_ECHOED) if row[1] is None and row[2] is None else None
 
 
 class FamilyEventLog(EventLog):
@@ -109,7 +127,7 @@ class FamilyEventLog(EventLog):
         echoes = [
             self._echo_of(link, ws_id, event_id, event.type, event.turn_id, event.fields)
             for event_id, event in zip(ids, events, strict=True)
-            if event_id is not None
+            if event_id is not None and link.carries(event.type)
         ]
         super().publish_many(link.ws_id, echoes, release=release)
         return ids
@@ -124,7 +142,7 @@ class FamilyEventLog(EventLog):
         fields: dict[str, Any],
     ) -> None:
         link = self._link(ws_id)
-        if link is None:
+        if link is None or not link.carries(type_):
             return
         echo = self._echo_of(link, ws_id, event_id, type_, turn_id, fields)
         send(link.ws_id, echo.type, turn_id=echo.turn_id, **echo.fields)

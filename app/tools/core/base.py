@@ -6,6 +6,7 @@ Handlers know nothing of Celery, Flask or Redis: `prepare` and `execute` get a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, MutableSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,6 +73,12 @@ class ToolContext:
     # (a handler tested alone) runs them unjailed. `network` is the workstream's choice.
     sandbox: Sandbox | None = None
     network: str = "none"
+    # A coordinator's reach (app/coordination/reach.py Coordination): its children, waits, task
+    # list and the live workers; None outside a coordinator's batch in the service.
+    coordination: Any = None
+    # Credentials a tool redacted by their shape as its output streamed (bash's StreamRedactor),
+    # by kind: the output guard's event counts them with its own (app/tools/core/pipeline.py).
+    redacted: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True)

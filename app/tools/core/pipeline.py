@@ -14,7 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from app.events import EventType
 from app.nesting import is_too_deep
+from app.tools.core import guard
 from app.tools.core.base import Preparation, ToolContext, ToolOutcome
 from app.tools.core.tool import Tool
 from app.tools.core.truncation import truncate
@@ -136,7 +138,7 @@ def prepare_call(
     tools: ToolLookup, call_id: str, name: str, raw_arguments: str | None, ctx: ToolContext
 ) -> PreparedCall:
     """Phase 1: a prepared call, or an error item that will not be executed."""
-    shown = name if len(name) <= MAX_NAME_IN_ERROR else name[:MAX_NAME_IN_ERROR] + "..."
+    shown = _shown(name)
 
     def error_item(message: str, args: dict[str, Any] | None = None) -> PreparedCall:
         return PreparedCall(call_id, name, args or {}, header=shown, error=message)
@@ -149,6 +151,17 @@ def prepare_call(
         args = parse_arguments(raw_arguments, tool.definition.primary_key)
     except ArgumentsError as exc:
         return error_item(f"Error: {name}: {exc}")
+    return prepare_arguments(tool, call_id, name, args, ctx)
+
+
+def prepare_arguments(
+    tool: Tool, call_id: str, name: str, args: dict[str, Any], ctx: ToolContext
+) -> PreparedCall:
+    """Phase 1 from an argument object: the model's, parsed, or a person's edit of them."""
+
+    def error_item(message: str, args: dict[str, Any] | None = None) -> PreparedCall:
+        return PreparedCall(call_id, name, args or {}, header=_shown(name), error=message)
+
     if unknown := _unknown_arguments(tool, args, ctx.kind):
         return error_item(unknown, args)
     try:
@@ -163,6 +176,10 @@ def prepare_call(
     return PreparedCall(
         call_id, name, prep.args, prep.header, prep.preview, tool.needs_approval(prep, ctx.kind), None
     )
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= MAX_NAME_IN_ERROR else name[:MAX_NAME_IN_ERROR] + "..."
 
 
 def _unknown_arguments(tool: Tool, args: dict[str, Any], kind: str) -> str | None:
@@ -196,8 +213,21 @@ def execute_call(tools: ToolLookup | Tool | None, call: PreparedCall, ctx: ToolC
         # A waiting call has no output yet; cut in half, an image would be neither
         # image nor text (the marker's own cap bounds it).
         return outcome
-    output = truncate(outcome.output, ctx.settings.truncation)
-    return ToolOutcome(output, outcome.is_error)
+    return ToolOutcome(
+        truncate(_guarded(call.func_name, outcome.output, ctx), ctx.settings.truncation), outcome.is_error
+    )
+
+
+def _guarded(func_name: str, output: str, ctx: ToolContext) -> str:
+    """The output as the model may read it (app/tools/core/guard.py), before it is cut to size (a
+    credential the cut halved would no longer have its shape); what was done is an event."""
+    done = guard.screen(output, ctx.settings, ctx.redacted)  # the tool's own, as its output streamed
+    if done.warned:
+        ctx.publish(
+            EventType.OUTPUT_WARNING,
+            {"name": func_name, "redacted": done.redacted, "signs": list(done.signs)},
+        )
+    return done.text
 
 
 def run_calls(items: Sequence[T], fn: Callable[[T], R], max_workers: int = TOOL_POOL_SIZE) -> list[R]:

@@ -117,8 +117,10 @@ class Registry:
 def default_handlers() -> dict[str, ToolHandler]:
     from app.tools import (
         bash,
+        bash_output,
         diff_file,
         edit_file,
+        kill_shell,
         memory,
         notify,
         open_preview,
@@ -149,8 +151,44 @@ def default_handlers() -> dict[str, ToolHandler]:
         recall,
         skill,
         notify,
+        bash_output,
+        kill_shell,
+        *coordinator_handlers(),
     )
     return {module.__name__.rpartition(".")[2]: module for module in modules}
+
+
+def coordinator_handlers() -> tuple[Any, ...]:
+    """The coordinator kind's tools (app/tools/coordinator)."""
+    from app.tools.coordinator import (
+        cancel_workstream,
+        close_all_children,
+        close_workstream,
+        delete_workstream,
+        inspect_workstream,
+        list_nodes,
+        list_workstreams,
+        send_to_workstream,
+        spawn_batch,
+        spawn_workstream,
+        tasks,
+        wait_for_workstream,
+    )
+
+    return (
+        spawn_workstream,
+        spawn_batch,
+        wait_for_workstream,
+        inspect_workstream,
+        send_to_workstream,
+        cancel_workstream,
+        close_workstream,
+        delete_workstream,
+        list_workstreams,
+        list_nodes,
+        tasks,
+        close_all_children,
+    )
 
 
 def build_registry(

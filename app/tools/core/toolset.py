@@ -114,6 +114,7 @@ def build(
     builtin = list(builtins.offered(kind))
     found: list[Tool] = []
     taken = {t.name for t in builtin}
+    in_view: set[str] = set()  # tools of a source that is never searched (a client's own)
     for source in sources:
         for tool in _catalog(source).tools:
             if kind != TASK and not tool.definition.is_for_kind(kind):
@@ -123,9 +124,11 @@ def build(
                 continue
             taken.add(tool.name)
             found.append(tool)
+            if getattr(source, "always_in_view", False):
+                in_view.add(tool.name)
     if search is None or not search.is_active(kind, len(builtin) + len(found)):
         return ToolSet(kind, builtin + found)
-    shown = set(expanded) | builtins.builtin_tool_names
+    shown = set(expanded) | builtins.builtin_tool_names | in_view
     deferred = [t for t in found if t.name not in shown]
     visible = builtin + [t for t in found if t.name in shown]
     if deferred and search.tier == tool_search_plan.CLIENT:

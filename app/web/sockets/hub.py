@@ -87,7 +87,8 @@ class Hub:
         self._lock = threading.Lock()
         self.subscriptions: Subscriptions | None = None
         self.caps: Caps | None = None
-        self._stopping = False
+        self._stopping = False  # on the loop: sockets are being closed
+        self._stop_asked = False  # by another thread (a signal handler): stop runs once
         self._redis: aioredis.Redis | None = None
 
     # -- from other threads -----------------------------------------------------------------
@@ -99,10 +100,13 @@ class Hub:
         served.add_done_callback(_log_failure)
 
     def stop(self) -> None:
-        """Close every socket (`GOING_AWAY`: reconnect with `after`) and end the loop."""
+        """Close every socket (`GOING_AWAY`: reconnect with `after`) and end the loop. Once: a
+        worker told to stop twice (Ctrl-C, then its master's SIGQUIT; both in signal handlers)
+        finds the loop ended and returns, rather than wait on a close nothing will run."""
         loop = self._loop
-        if loop is None:
+        if loop is None or self._stop_asked:
             return
+        self._stop_asked = True
         done = asyncio.run_coroutine_threadsafe(self._close_all(), loop)
         try:
             done.result(timeout=STOP_SECONDS + 1)

@@ -47,6 +47,9 @@ export const api = {
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
   remove: (id) => call("DELETE", ws(id)),
+  // Name, model, pinned, archived (docs/web-client.md); the configured models and what they do
+  patch: (id, body) => call("PATCH", ws(id), body),
+  models: () => call("GET", "/models"),
   // Branching (docs/branching.md)
   rewind: (id, to) => call("POST", `${ws(id)}/rewind`, { to }),
   branches: (id) => call("GET", `${ws(id)}/branches`).then((d) => d.branches),
@@ -57,15 +60,43 @@ export const api = {
   previews: (id) => call("GET", `${ws(id)}/previews`).then((d) => d.previews),
   preview: (previewId) => call("GET", `/previews/${encodeURIComponent(previewId)}`),
   attach: (id, file) => upload(`${ws(id)}/attachments`, file),
+  // Coordinators (docs/coordinators.md)
+  close: (id) => call("POST", `${ws(id)}/close`, {}),
+  tasks: (id) => call("GET", `${ws(id)}/tasks`).then((d) => d.tasks),
+  shells: (id) => call("GET", `${ws(id)}/shells`).then((d) => d.shells),
   watches: (id) => call("GET", `${ws(id)}/watches`),
   cancelWatch: (id, watchId) => call("DELETE", `${ws(id)}/watches/${encodeURIComponent(watchId)}`),
   mcp: () => call("GET", "/mcp"),
-  mcpRefresh: (server) => call("POST", "/mcp/refresh", server ? { server } : {}),
+  mcpRefresh: (server, reconnect = false) =>
+    call("POST", "/mcp/refresh", { ...(server ? { server } : {}), ...(reconnect ? { reconnect: true } : {}) }),
   memories: (q) => call("GET", `/memories${q ? `?q=${encodeURIComponent(q)}` : ""}`).then((d) => d.memories),
   deleteMemory: (id) => call("DELETE", `/memories/${encodeURIComponent(id)}`),
+  skills: () => call("GET", "/skills").then((d) => d.skills),
+  policies: () => call("GET", "/policies").then((d) => d.policies),
+  addPolicy: (body) => call("POST", "/policies", body),
+  deletePolicy: (id) => call("DELETE", `/policies/${encodeURIComponent(id)}`),
+  setSkillEnabled: (name, enabled) => call("PUT", `/skills/${encodeURIComponent(name)}`, { enabled }),
   channels: () => call("GET", "/channels").then((d) => d.channels),
   linkChannel: (body) => call("POST", "/channels", body),
   unlinkChannel: (id) => call("DELETE", `/channels/${encodeURIComponent(id)}`),
+  // Account, users and tokens (docs/users.md)
+  changePassword: (current, next) => call("POST", "/me/password", { current, new: next }),
+  tokens: (user) => call("GET", `/tokens${user ? `?user=${encodeURIComponent(user)}` : ""}`).then((d) => d.tokens),
+  revokeToken: (id) => call("DELETE", `/tokens/${Number(id)}`),
+  users: () => call("GET", "/users").then((d) => d.users),
+  createUser: (body) => call("POST", "/users", body),
+  setUserDisabled: (name, disabled) => call("PATCH", `/users/${encodeURIComponent(name)}`, { disabled }),
+  // Runs and schedules (docs/runs.md, docs/schedules.md)
+  // The listing has no prompt nor end time: each listed run is read whole (a page of 25).
+  runs: () =>
+    call("GET", "/runs?limit=25").then((d) =>
+      Promise.all(d.runs.map((r) => call("GET", `/runs/${encodeURIComponent(r.run_id)}`).catch(() => r))),
+    ),
+  cancelRun: (id) => call("POST", `/runs/${encodeURIComponent(id)}/cancel`, {}),
+  schedules: () => call("GET", "/schedules").then((d) => d.schedules),
+  createSchedule: (body) => call("POST", "/schedules", body),
+  pauseSchedule: (id, paused) => call("POST", `/schedules/${encodeURIComponent(id)}/${paused ? "pause" : "resume"}`, {}),
+  deleteSchedule: (id) => call("DELETE", `/schedules/${encodeURIComponent(id)}`),
 };
 
 // A file as multipart/form-data (the browser writes the boundary).

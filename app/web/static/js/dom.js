@@ -48,3 +48,39 @@ export function removeButton(text, attrs, remove, done, onError) {
   });
   return button;
 }
+
+// A button that copies `text()` (read at the click) to the clipboard and says so for a moment.
+// Its label is drawn by CSS from data-label, so the text of what it sits in stays that text.
+// The Clipboard API needs a secure context (https or localhost); elsewhere a hidden textarea's
+// selection is copied instead.
+export function copyButton(text, { label = "Copy", title = "Copy", cls = "" } = {}) {
+  const button = h("button", { type: "button", class: `copy-btn ${cls}`.trim(), title, "aria-label": title, "data-label": label });
+  button.addEventListener("click", async (ev) => {
+    ev.stopPropagation();
+    const value = text();
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(value);
+      copied = true;
+    } catch {
+      copied = copyBySelection(value);
+    }
+    button.dataset.label = copied ? "Copied" : "Copy failed";
+    setTimeout(() => (button.dataset.label = label), 1500);
+  });
+  return button;
+}
+
+function copyBySelection(value) {
+  const area = h("textarea", { class: "copy-scratch", "aria-hidden": "true" });
+  area.value = value;
+  document.body.append(area);
+  area.select();
+  try {
+    return document.execCommand("copy");
+  } catch {
+    return false;
+  } finally {
+    area.remove();
+  }
+}

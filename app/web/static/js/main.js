@@ -3,13 +3,22 @@
 
 import { api, token, UnauthorizedError } from "./api.js";
 import { bindKeys } from "./keys.js";
+import { isDecideLink, showDecide } from "./decide.js";
 import { PreviewPane } from "./preview.js";
 import { McpPanel } from "./mcp.js";
 import { bindMemoriesPanel } from "./memories.js";
+import { bindSkillsPanel } from "./skills.js";
+import { bindPoliciesPanel } from "./policies.js";
 import { bindChannelsPanel } from "./channels.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
 import { WatchesPanel } from "./watches.js";
+import { CoordinatorPanel } from "./coordinator.js";
+import { ShellsPanel } from "./shells.js";
+import { bindAccountPanel } from "./account.js";
+import { bindRunsPanel } from "./runs.js";
+import { WorkstreamHeader } from "./header.js";
+import { fillModelSelect } from "./models.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -34,6 +43,12 @@ const view = new WorkstreamView(
     onPreview: (e) => previews.opened(e).catch(handleError),
     onDeleted: (wsId) => forget(wsId),
     onWatch: (watch) => watches.apply(watch),
+    onEvent: (e) => {
+      coordinator.event(e);
+      shells.event(e);
+      if (e.type === "workstream_changed") changedElsewhere(e);
+    },
+    elsewherePending: () => coordinator.pendingCount(),
     onForked: async (ws) => {
       await sidebar.refresh().catch(handleError);
       await select(ws.ws_id);
@@ -58,7 +73,61 @@ const watches = new WatchesPanel(
   { onError: (err) => handleError(err) },
 );
 
-const sidebar = new Sidebar({ list: $("ws-list") }, { onSelect: (id) => select(id), onError: handleError });
+const coordinator = new CoordinatorPanel(
+  { root: $("coordinator"), count: $("coord-count"), children: $("coord-children"), tasks: $("coord-tasks"), close: $("coord-close") },
+  { onOpen: (id) => select(id), onError: (err) => handleError(err), onPending: () => view.updatePending() },
+);
+
+const shells = new ShellsPanel(
+  { root: $("shells"), count: $("shell-count"), list: $("shell-list") },
+  { onError: (err) => handleError(err) },
+);
+
+const sidebar = new Sidebar(
+  { list: $("ws-list"), search: $("ws-search"), showArchived: $("ws-show-archived"), archivedCount: $("ws-archived-count") },
+  { onSelect: (id) => select(id), onError: handleError, onChanged: (ws) => ws.ws_id === view.wsId && header.changed(ws) },
+);
+
+// -- start, rename, model picker (docs/web-client.md) -----------------------------------------
+
+const header = new WorkstreamHeader(
+  { title: $("ws-title"), rename: $("rename-ws"), model: $("ws-model"), hint: $("composer-hint") },
+  { onChanged: (ws) => sidebar.update(ws), onError: handleError },
+);
+
+// A rename, a generated title or a model change, as the open workstream's socket reports it.
+function changedElsewhere(e) {
+  const fields = Object.fromEntries(["name", "model", "auto_approve", "smart_approve", "pinned", "archived"].filter((k) => k in e).map((k) => [k, e[k]]));
+  header.changed(fields);
+  sidebar.update({ ws_id: view.wsId, ...fields });
+}
+
+// No workstream open: the composer starts one with the first message.
+function showStart() {
+  view.close();
+  header.close();
+  $("transcript").hidden = true;
+  $("start").hidden = false;
+  $("composer").hidden = false;
+  $("delete-ws").hidden = true;
+  $("attach").style.visibility = "hidden";  // files go into a workstream's folder: there is none yet
+  $("ws-title").textContent = "No workstream";
+  $("ws-meta").textContent = "";
+  $("ws-state").dataset.state = "idle";
+  $("ws-state").textContent = "idle";
+  $("composer-hint").textContent = "Enter starts a new workstream · Shift+Enter for a new line";
+  fillModelSelect($("start-model"), $("start-model").value || null).catch(handleError);
+  sidebar.setActive(null);
+  if (matchMedia("(hover: hover)").matches) box.focus();  // a phone's keyboard waits for a tap
+}
+
+async function startWith(text) {
+  const body = $("start-model").value ? { model: $("start-model").value } : {};
+  const ws = await api.create(body);
+  await sidebar.refresh();
+  await select(ws.ws_id);
+  await view.send(text);
+}
 const mcp = new McpPanel(
   { badge: $("mcp-badge"), dialog: $("mcp"), list: $("mcp-list"), refreshAll: $("mcp-refresh-all"), close: $("mcp-close") },
   { onError: handleError },
@@ -77,12 +146,21 @@ async function select(wsId) {
   if (!ws) ws = await api.describe(wsId).catch(() => null);
   if (!ws) return;
   sidebar.setActive(wsId);
+  $("start").hidden = true;
+  $("transcript").hidden = false;
+  header.open(ws).catch(handleError);
+  $("attach").style.visibility = "";
   $("composer").hidden = false;
   $("delete-ws").hidden = false;
   previews.setWorkstream(wsId).catch(handleError);
   watches.open(wsId);
+  coordinator.open(ws).catch(handleError);
+  shells.open(wsId).catch(handleError);
   await view.open(ws).catch(handleError);
-  // Waiting calls first: `y` / `n` then act on the first of them.
+  // Waiting calls first: `y` / `n` then act on the first of them. Not while the person types
+  // already (the history may arrive after they started): the focus stays theirs.
+  const active = document.activeElement;
+  if (active && ["INPUT", "TEXTAREA", "SELECT"].includes(active.tagName)) return;
   const pending = view.transcript.pendingCards()[0];
   if (pending) pending.el.focus();
   else $("message").focus();
@@ -101,13 +179,19 @@ function signOut(message = "") {
   mcp.stop();
   view.close();
   watches.close();
+  coordinator.close();
+  shells.close();
   $("composer").hidden = true;
   $("app").hidden = true;
   $("login").hidden = false;
   $("login-error").textContent = message;
   $("whoami").textContent = "";
+  signedIn = null;
+  $("account").hidden = $("runs").hidden = true;
   ($("username").value ? $("password") : $("username")).focus();
 }
+
+let signedIn = null; // GET /me's answer: the Account page shows it
 
 async function signIn() {
   let me;
@@ -116,18 +200,20 @@ async function signIn() {
   } catch (err) {
     return signOut(err instanceof UnauthorizedError ? "That token was refused." : `Cannot reach the service: ${err.message}`);
   }
+  signedIn = me;
   $("whoami").textContent = me.name;
   $("whoami").title = `Signed in as ${me.name} (${me.scopes.join(", ")})`;
   // Only an administrator names a workstream's folder; everyone else's gets one of its own.
   for (const el of [$("c-dir"), document.querySelector('label[for="c-dir"]')]) el.hidden = !me.admin;
+  $("show-policies").hidden = !me.admin; // the rules are an administrator's
   $("login").hidden = true;
   $("app").hidden = false;
   await sidebar.refresh();
   sidebar.start();
   mcp.start();
-  const wanted = hashWorkstream() || sidebar.items.at(-1)?.ws_id;
+  const wanted = hashWorkstream();
   if (wanted) await select(wanted);
-  else $("composer").hidden = true;
+  else showStart();
 }
 
 $("login-form").addEventListener("submit", async (e) => {
@@ -179,11 +265,12 @@ box.addEventListener("keydown", (e) => {
 $("composer").addEventListener("submit", async (e) => {
   e.preventDefault();
   const text = box.value;
-  if (!text.trim() || !view.wsId) return;
+  if (!text.trim()) return;
   box.value = "";
   autosize();
   try {
-    await view.send(text);
+    if (view.wsId) await view.send(text);
+    else await startWith(text);
   } catch (err) {
     box.value = text;
     $("composer-hint").textContent = `Not sent: ${err.message}`;
@@ -215,11 +302,8 @@ $("attach-file").addEventListener("change", async (e) => {
 
 async function forget(wsId) {
   if (wsId !== view.wsId) return;
-  view.close();
   previews.setWorkstream(null);
-  $("composer").hidden = true;
-  $("delete-ws").hidden = true;
-  $("ws-title").textContent = "No workstream";
+  showStart();
   history.replaceState(null, "", location.pathname);
   await sidebar.refresh().catch(handleError);
 }
@@ -258,6 +342,8 @@ bindCreateDialog(
     dir: $("c-dir"),
     network: $("c-network"),
     auto: $("c-auto"),
+    smart: $("c-smart"),
+    coordinator: $("c-coordinator"),
     error: $("create-error"),
   },
   {
@@ -281,6 +367,33 @@ bindMemoriesPanel(
   },
   { onError: handleError },
 );
+bindSkillsPanel(
+  {
+    dialog: $("skills"),
+    openButton: $("show-skills"),
+    close: $("skills-close"),
+    search: $("skills-search"),
+    list: $("skills-list"),
+  },
+  { onError: handleError },
+);
+bindPoliciesPanel(
+  {
+    dialog: $("policies"),
+    openButton: $("show-policies"),
+    close: $("policies-close"),
+    list: $("policies-list"),
+    form: $("policy-form"),
+    effect: $("policy-effect"),
+    tool: $("policy-tool"),
+    command: $("policy-command"),
+    user: $("policy-user"),
+    group: $("policy-group"),
+    reason: $("policy-reason"),
+    error: $("policy-error"),
+  },
+  { onError: handleError },
+);
 bindChannelsPanel(
   {
     dialog: $("channels"),
@@ -295,17 +408,68 @@ bindChannelsPanel(
   },
   { onError: handleError },
 );
+// -- account, runs and schedules ------------------------------------------------------------
+
+bindAccountPanel(
+  {
+    dialog: $("account"),
+    openButton: $("show-account"),
+    close: $("account-close"),
+    who: $("account-who"),
+    passwordForm: $("password-form"),
+    current: $("pw-current"),
+    newPassword: $("pw-new"),
+    again: $("pw-again"),
+    passwordError: $("password-error"),
+    passwordDone: $("password-done"),
+    users: $("admin-users"),
+    userList: $("users-list"),
+    userForm: $("user-form"),
+    userName: $("user-name"),
+    userPassword: $("user-password"),
+    userAdmin: $("user-admin"),
+    userError: $("user-error"),
+    tokens: $("tokens-list"),
+    tokensTitle: $("tokens-title"),
+  },
+  { onError: handleError, me: () => signedIn },
+);
+bindRunsPanel(
+  {
+    dialog: $("runs"),
+    openButton: $("show-runs"),
+    close: $("runs-close"),
+    refresh: $("runs-refresh"),
+    runs: $("runs-list"),
+    schedules: $("schedules-list"),
+    form: $("schedule-form"),
+    kind: $("schedule-kind"),
+    when: $("schedule-when"),
+    timezone: $("schedule-tz"),
+    prompt: $("schedule-prompt"),
+    error: $("schedule-error"),
+  },
+  { onError: handleError, onOpen: (wsId) => sidebar.refresh().catch(handleError).then(() => select(wsId)) },
+);
+// At phone width these pages open from the drawer: it closes behind them.
+for (const id of ["show-account", "show-runs"]) $(id).addEventListener("click", () => setDrawer(false));
+
 bindKeys({
   view,
   messageBox: box,
-  dialogs: [$("login"), $("create"), $("help"), $("mcp"), $("memories"), $("channels")],
+  dialogs: [
+    $("login"), $("decide"), $("create"), $("help"), $("mcp"), $("memories"), $("skills"), $("policies"),
+    $("channels"), $("account"), $("runs"),
+  ],
   showHelp,
 });
 
 window.addEventListener("hashchange", () => {
+  if (isDecideLink()) return showDecide(); // a link opened in a tab that was already here
   const id = hashWorkstream();
   if (id && id !== view.wsId) select(id);
 });
 
-if (token.get()) signIn();
+if (isDecideLink()) showDecide(); // a pushed approval link: no sign-in, nothing else
+else if (token.get()) signIn();
 else signOut();

@@ -1,6 +1,8 @@
 // A small Markdown renderer that builds DOM nodes; text only ever reaches the page through
 // textContent / createTextNode, so model output can never become markup.
 
+import { copyButton } from "./dom.js";
+
 const SAFE_URL = /^(https?:|mailto:)/i;
 
 export function renderMarkdown(source) {
@@ -38,7 +40,7 @@ function fence(lines, i, marker, lang, parent) {
   const code = document.createElement("code");
   if (lang) pre.dataset.lang = lang;
   code.textContent = body.join("\n");
-  pre.append(code);
+  pre.append(copyButton(() => code.textContent, { title: "Copy this code", cls: "md-copy" }), code);
   parent.append(pre);
   return j + 1;
 }

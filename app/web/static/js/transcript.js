@@ -9,13 +9,13 @@
 //   - cards are keyed by call_id; `tool_result` replaces the output, chunks after it are dropped.
 
 import { ToolCard, cardOf, describeStoredCall } from "./cards.js";
-import { h, throttled } from "./dom.js";
+import { copyButton, h, throttled } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { SubagentPanel } from "./subagent.js";
 
 export class Transcript {
-  constructor(root, { onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore }) {
-    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore });
+  constructor(root, { onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore, onSummary }) {
+    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore, onSummary });
     this.reset();
   }
 
@@ -36,6 +36,10 @@ export class Transcript {
     for (const m of messages) {
       if (m.role === "user" && m.origin === "watch" && !m.turn_id) {
         this.heldWatch(m.content || "");
+        continue;
+      }
+      if (m.role === "summary") {
+        this.summaryMarker(m.id, m.covers_count, m.turn_id);
         continue;
       }
       const turn = this.turn(m.turn_id);
@@ -78,6 +82,7 @@ export class Transcript {
     if (!describe.turn) return;
     const turn = this.turn(describe.turn.turn_id);
     for (const item of describe.pending_approvals || []) {
+      if (item.child_ws_id && !item.parent_call_id) continue; // a coordinator's child: its panel
       if (item.child_ws_id) {
         const parent = this.card(turn, describe.turn.step, item.parent_call_id);
         const panel = this.panel(parent, item.child_ws_id);
@@ -150,7 +155,8 @@ export class Transcript {
     const fork = button("action-fork", "Fork", "A new workstream with the conversation up to the end of this turn", () =>
       this.onFork(turn.id),
     );
-    return h("span", { class: "msg-actions" }, edit, retry, fork);
+    const copy = copyButton(() => text, { title: "Copy this message", cls: "msg-action action-copy" });
+    return h("span", { class: "msg-actions" }, copy, edit, retry, fork);
   }
 
   // Where a rewind, edit or retry left another version: after the turn holding `afterTurnId`
@@ -168,6 +174,30 @@ export class Transcript {
     const after = afterTurnId ? this.turns.get(afterTurnId) : null;
     if (after) after.el.after(el);
     else this.root.prepend(el);
+  }
+
+  // A compaction (docs/compaction.md): "N earlier messages summarised", which opens on the
+  // summary and the messages it stands for (read when opened: `onSummary`); all of it text.
+  summaryMarker(messageId, count, turnId) {
+    if (this.root.querySelector(`.compaction-marker[data-message-id="${Number(messageId)}"]`)) return;
+    const body = h("div", { class: "compaction-body" });
+    const el = h(
+      "details",
+      { class: "compaction-marker", "data-message-id": String(Number(messageId)) },
+      h("summary", {}, `${count} earlier message${count === 1 ? "" : "s"} summarised`),
+      body,
+    );
+    el.addEventListener("toggle", () => {
+      if (!el.open || el.dataset.loaded) return;
+      el.dataset.loaded = "1";
+      this.onSummary(messageId).then(({ summary, covered }) => {
+        const lines = covered.map((m) => h("div", { class: `compaction-original role-${m.role}` }, `${m.role}: ${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`));
+        body.replaceChildren(h("div", { class: "compaction-summary" }, summary), h("div", { class: "compaction-originals" }, ...lines));
+      }).catch(() => { delete el.dataset.loaded; });
+    });
+    const turn = turnId ? this.turns.get(turnId) : null;
+    if (turn) turn.el.append(el);
+    else this.root.append(el);
   }
 
   // A watch's result the depth guard kept from starting a turn: shown where it arrived, once.
@@ -190,10 +220,13 @@ export class Transcript {
       const reasoningText = h("div", { class: "reasoning-text" });
       const reasoning = h("details", { class: "reasoning", hidden: true }, h("summary", {}, "Reasoning"), reasoningText);
       const md = h("div", { class: "md" });
-      const answer = h("div", { class: "msg msg-assistant", hidden: true }, md);
+      const copy = copyButton(() => step.text, { title: "Copy this answer (as Markdown)", cls: "msg-copy" });
+      const answer = h("div", { class: "msg msg-assistant", hidden: true }, md, copy);
       const cards = h("div", { class: "cards" });
       const usageEl = h("div", { class: "usage", hidden: true });
-      const el = h("section", { class: "step", "data-step": String(n) }, reasoning, answer, usageEl, cards);
+      // The usage line closes its step: under the answer and the calls it paid for, never
+      // right under the question when the step's first output is a tool call.
+      const el = h("section", { class: "step", "data-step": String(n) }, reasoning, answer, cards, usageEl);
       step = { n, el, reasoning, reasoningText, answer, md, cards, usageEl, usage: null, text: "", thinking: "", stored: false, streaming: true };
       step.paint = throttled(() => this.renderStep(step));
       turn.steps.set(n, step);
@@ -266,6 +299,27 @@ export class Transcript {
     this.root.scrollTop = this.root.scrollHeight;
   }
 
+  // Opening a workstream: stay at its newest message while what was just loaded finishes
+  // painting (answers render a frame later, sub-agent panels and previews load after), until
+  // the person scrolls or `ms` pass.
+  settleAtBottom(ms = 1500) {
+    const until = performance.now() + ms;
+    const inputs = ["wheel", "touchstart", "pointerdown", "keydown"];
+    let stopped = false;
+    const stop = () => {
+      stopped = true;
+      for (const type of inputs) this.root.removeEventListener(type, stop);
+    };
+    for (const type of inputs) this.root.addEventListener(type, stop, { passive: true });
+    const again = () => {
+      if (stopped) return;
+      this.scrollToBottom();
+      if (performance.now() < until) requestAnimationFrame(again);
+      else stop();
+    };
+    again();
+  }
+
   keepBottom() {
     if (this.isNearBottom()) requestAnimationFrame(() => this.scrollToBottom());
   }
@@ -283,6 +337,9 @@ function streamed(field) {
 }
 
 const HANDLERS = {
+  compaction_done(e) {
+    if (!e.error && e.message_id) this.summaryMarker(e.message_id, e.count, e.turn_id);
+  },
   state_change(e) {
     this.stateEvents += 1;
     this.onState(e.state);
@@ -327,6 +384,15 @@ const HANDLERS = {
   approve_request(e) {
     HANDLERS.tool_info.call(this, e);
   },
+  verdict(e) {
+    const turn = this.turn(e.turn_id);
+    this.card(turn, turn.lastStep, e.call_id).setVerdict(e.verdict || {});
+  },
+  output_warning(e) {
+    if (!e.call_id) return; // a watch's report: its message says so
+    const turn = this.turn(e.turn_id);
+    this.card(turn, turn.lastStep, e.call_id).setGuard(e);
+  },
   approval_resolved(e) {
     const turn = this.turn(e.turn_id);
     for (const id of e.call_ids || []) this.card(turn, turn.lastStep, id).resolve(e);
@@ -342,6 +408,7 @@ const HANDLERS = {
     card.result(e.output, e.is_error);
   },
   subagent(e) {
+    if (!e.call_id) return; // a coordinator's child: its panel shows it (coordinator.js)
     const turn = this.turn(e.turn_id);
     const card = this.card(turn, turn.lastStep, e.call_id);
     this.panel(card, e.child_ws_id).apply(e.event || {});
@@ -361,8 +428,13 @@ const HANDLERS = {
   },
 };
 
-// "1,234 in · 56 out tokens": what one model step cost, as the provider reported it.
+// "1,234 in · 56 out tokens (1,000 from cache)": what one model step cost, as the provider
+// reported it; the prompt cache's reads and writes when it reported any.
 export function describeUsage(usage) {
   const count = (n) => Number(n || 0).toLocaleString("en-US");
-  return `${count(usage.input_tokens)} in · ${count(usage.output_tokens)} out tokens`;
+  const cache = [];
+  if (usage.cache_read_input_tokens) cache.push(`${count(usage.cache_read_input_tokens)} from cache`);
+  if (usage.cache_creation_input_tokens) cache.push(`${count(usage.cache_creation_input_tokens)} written to cache`);
+  const cached = cache.length ? ` (${cache.join(", ")})` : "";
+  return `${count(usage.input_tokens)} in · ${count(usage.output_tokens)} out tokens${cached}`;
 }

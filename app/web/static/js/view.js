@@ -4,6 +4,7 @@
 import { api, token } from "./api.js";
 import { EventStream } from "./socket.js";
 import { Transcript } from "./transcript.js";
+import { h } from "./dom.js";
 
 // On (re)load the replay starts this many events before the history's cursor: those events
 // can only add what the history lacks (an answer still streaming, a pending call's preview,
@@ -12,8 +13,11 @@ export const REPLAY_OVERLAP = 2000;
 const BUSY = new Set(["thinking", "running", "attention"]);
 
 export class WorkstreamView {
-  constructor(els, { onState, onUnauthorized, onPreview, onDeleted, onWatch, onForked }) {
+  constructor(els, { onState, onUnauthorized, onPreview, onDeleted, onWatch, onForked, onEvent, elsewherePending }) {
     this.els = els;
+    this.onEvent = onEvent || (() => {});
+    // Calls awaiting a decision here that have no card in the transcript (a coordinator's children's).
+    this.elsewherePending = elsewherePending || (() => 0);
     this.onWatch = onWatch || (() => {});
     this.onStateOut = onState;
     this.onUnauthorized = onUnauthorized;
@@ -33,6 +37,7 @@ export class WorkstreamView {
       onFork: (turnId) =>
         this.branching(async (id) => this.onForked?.(await api.fork(id, (await this.turnMessages(turnId)).last))),
       onRestore: (branchId) => this.branching((id) => api.restore(id, branchId)),
+      onSummary: (messageId) => this.summary(messageId),
     });
   }
 
@@ -41,10 +46,10 @@ export class WorkstreamView {
     this.wsId = ws.ws_id;
     this.els.title.textContent = ws.name;
     this.els.meta.textContent = [
-      ws.model || "default model",
-      ws.working_dir,
+      ws.working_dir,  // the model is the header's picker (header.js)
       networkLabel(ws.network),
       ws.auto_approve ? "auto-approve" : null,
+      ws.smart_approve ? "smart approve" : null,
     ]
       .filter(Boolean)
       .join(" · ");
@@ -75,7 +80,7 @@ export class WorkstreamView {
     if (wsId !== this.wsId) return;
     this.historyCursor = history.last_event_id;
     this.transcript.lastId = overlap ? Math.max(0, history.last_event_id - REPLAY_OVERLAP) : history.last_event_id;
-    this.transcript.scrollToBottom();
+    this.transcript.settleAtBottom();
     this.stream = new EventStream(wsId, {
       token: () => token.get(),
       cursor: () => this.transcript.lastId,
@@ -108,6 +113,14 @@ export class WorkstreamView {
     return { user: mine.find((m) => m.role === "user")?.id, last: mine.at(-1)?.id };
   }
 
+  // A summary message and the messages it stands for, from the stored history.
+  async summary(messageId) {
+    const { messages } = await api.history(this.wsId);
+    const row = messages.find((m) => m.id === messageId) || {};
+    const covered = messages.filter((m) => m.role !== "summary" && m.id >= row.covers_from && m.id <= row.covers_to);
+    return { summary: row.content || "", covered };
+  }
+
   // An edit, retry, fork or restore; the server's `branch_changed` event re-reads the history.
   async branching(action) {
     try {
@@ -132,6 +145,7 @@ export class WorkstreamView {
       this.transcript.lastId = e.id;
       return this.load({ overlap: false }).catch((err) => this.failed(err));
     }
+    this.onEvent(e);
     this.transcript.apply(e);
     if (e.type === "watch") this.onWatch(e.watch);
     if (e.type === "tool_result" && e.name === "skill" && !e.is_error) {
@@ -154,12 +168,12 @@ export class WorkstreamView {
     if (describe && wsId === this.wsId) this.showTools(describe);
   }
 
-  // The header's "tools visible/total" and the cards of tools that tool search found.
+  // The header's tool count in words ("9 of 1008 tools") and the cards of tools tool search found.
   showTools(describe) {
     const tools = describe.tools;
     this.els.tools.hidden = !tools;
     if (!tools) return;
-    this.els.tools.textContent = `tools ${tools.visible}/${tools.total}`;
+    this.els.tools.textContent = toolWords(tools);
     this.els.tools.title = tools.search
       ? `${tools.visible} of ${tools.total} tools are offered to the model; tool search (${tools.search}) finds the rest`
       : `all ${tools.total} tools are offered to the model`;
@@ -192,7 +206,7 @@ export class WorkstreamView {
   // sub-agents', which are decided from this page too) needs attention.
   paintState() {
     let state = this.state;
-    if (state === "running" || state === "attention") state = this.transcript.pendingCards().length ? "attention" : "running";
+    if (state === "running" || state === "attention") state = this.pendingCount() ? "attention" : "running";
     if (state === this.shownState) return;
     this.shownState = state;
     this.els.state.dataset.state = state;
@@ -200,14 +214,16 @@ export class WorkstreamView {
     const busy = BUSY.has(state);
     this.els.cancel.hidden = !busy;
     this.els.send.textContent = busy ? "Queue" : "Send";
-    this.els.hint.textContent = busy
-      ? "A turn is running: a message sent now is queued and runs after it."
-      : "Enter to send · Shift+Enter for a new line · ? for shortcuts";
+    this.els.hint.replaceChildren(...hintFor(state));
     if (this.wsId) this.onStateOut(this.wsId, state);
   }
 
+  pendingCount() {
+    return this.transcript.pendingCards().length + this.elsewherePending();
+  }
+
   updatePending() {
-    const n = this.transcript.pendingCards().length;
+    const n = this.pendingCount();
     this.els.pendingBar.hidden = !n;
     this.els.pendingCount.textContent = n === 1 ? "1 call awaits a decision" : `${n} calls await a decision`;
     if (this.state) this.paintState();
@@ -218,7 +234,7 @@ export class WorkstreamView {
   }
 
   async decideAll(approved) {
-    if (!this.transcript.pendingCards().length) return;
+    if (!this.pendingCount()) return;
     const feedback = this.transcript.pendingCards().map((c) => c.feedback.value.trim()).find(Boolean);
     await api.approve(this.wsId, { approved, feedback });
   }
@@ -236,6 +252,21 @@ export class WorkstreamView {
   async withdraw(turnId) {
     await api.cancel(this.wsId, turnId).catch((err) => this.failed(err));
   }
+}
+
+// "14 tools", "8 of 14 tools": what the model is offered (the header's title says how).
+export function toolWords(tools) {
+  return tools.visible === tools.total ? `${tools.total} tools` : `${tools.visible} of ${tools.total} tools`;
+}
+
+// The line under the message box. The keyboard part is in a span of its own, which phone
+// widths hide (style.css); a call awaiting a decision says how the keys reach it.
+function hintFor(state) {
+  const keys = (text) => h("span", { class: "keys-hint" }, text);
+  if (state === "attention")
+    return [keys("A call awaits your decision: y approves · n denies · a always approves (with the message box empty)")];
+  if (BUSY.has(state)) return ["A turn is running: a message sent now is queued and runs after it."];
+  return [keys("Enter to send · Shift+Enter for a new line · ? for shortcuts")];
 }
 
 // "host" is the one that reaches the host's own network (and its loopback services): said so.
