@@ -40,11 +40,17 @@ def test_a_waiting_call_reaches_its_owner_with_a_link_that_decides_it(
     assert r.status_code == 201 and r.json()["notify_approvals"] is True, r.text
     ws_id = r.json()["ws_id"]
     sock = open_socket(ws_id)
-    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo pushed-ok"}, id="p1")]))
-    model.enqueue(Reply(text="done"))
-    turn_id = mine.send(ws_id, "go")
+    # Scripted for this conversation alone: a model request of an earlier test's turn that is
+    # still about cannot take them.
+    said = "deploy the pushed build"
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo pushed-ok"}, id="p1")]), match=said)
+    model.enqueue(Reply(text="done"), match=said)
+    turn_id = mine.send(ws_id, said)
 
-    (pushed,) = chat_platform.wait_for(kind="ntfy", target="pushed-approvals-1")
+    try:
+        (pushed,) = chat_platform.wait_for(kind="ntfy", target="pushed-approvals-1")
+    except AssertionError as missing:  # say where the turn got to
+        raise AssertionError(f"{missing}; {mine.workstream(ws_id)}; {mine.history(ws_id)}") from None
     assert pushed.headers["Title"] == "Approval needed"
     assert pushed.body.startswith(
         "deploys: 1 call(s) wait for your decision: $ echo pushed-ok (risk low). Decide: /#decide?"
@@ -101,9 +107,10 @@ def test_nothing_is_pushed_without_notify_approvals(services, model, open_socket
     mine = bo.api(services)
     ws_id = mine.create_workstream(name="quiet")
     sock = open_socket(ws_id)
-    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo quiet"}, id="q1")]))
-    model.enqueue(Reply(text="done"))
-    turn_id = mine.send(ws_id, "go")
+    said = "a quiet deploy"
+    model.enqueue(Reply(tool_calls=[ToolCall("bash", {"command": "echo quiet"}, id="q1")]), match=said)
+    model.enqueue(Reply(text="done"), match=said)
+    turn_id = mine.send(ws_id, said)
     sock.wait_type("approve_request")
     r = mine.http.patch(f"/v1/api/workstreams/{ws_id}", json={"notify_approvals": True})
     assert r.status_code == 200 and r.json()["notify_approvals"] is True  # any time; the next step on
