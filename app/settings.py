@@ -76,8 +76,9 @@ RERANK_BM25_POOL = 25
 RERANK_DOCUMENT_CHARS = 2_000  # one candidate's text (a memory's name, description, content), at most
 CHAT_PROVIDERS = ("openai", "anthropic")
 RERANK_PROVIDER = "rerank"  # a model definition that only reranks; it cannot hold a conversation
-# compactor: app/compaction/settings.py; titler: app/titles.py; judge: app/judge/model.py
-ROLES = ("reranker", "compactor", "titler", "judge")
+# compactor: app/compaction/settings.py; titler: app/titles.py; judge: app/judge/model.py;
+# perception: app/attachments/perception.py
+ROLES = ("reranker", "compactor", "titler", "judge", "perception")
 
 # Tool search ([tools] search, search_threshold, search_max_results; a workstream's `tool_search`).
 TOOL_SEARCH_MODES = ("auto", "on", "off")  # auto: on when the workstream has more tools than the threshold
@@ -340,6 +341,9 @@ class Settings:
     # `[roles] judge`: the chat model that gives calls waiting for a person a second verdict
     # (app/judge/model.py); None: the heuristic's alone.
     judge: str | None = None
+    # `[roles] perception`: a chat model that sees images, which describes an attached image for
+    # a model that cannot (app/attachments/perception.py); None: such a model is told it was not shown.
+    perception: str | None = None
 
     @property
     def max_body_bytes(self) -> int:
@@ -442,6 +446,7 @@ class Settings:
             titles=_titles_on(config.get("titles", True)),
             titler=_chat_role(config.get("roles", {}), models, "titler"),
             judge=_chat_role(config.get("roles", {}), models, "judge"),
+            perception=_seeing_role(config.get("roles", {}), models, "perception"),
         )
 
 
@@ -817,6 +822,17 @@ def _chat_role(roles: Mapping[str, Any], models: Mapping[str, ModelSettings], ro
     if not isinstance(name, str) or name not in models or not models[name].is_chat_model:
         known = ", ".join(sorted(n for n, m in models.items() if m.is_chat_model)) or "none"
         raise SettingsError(f"[roles] {role} = {name!r} is not a configured chat model (configured: {known})")
+    return name
+
+
+def _seeing_role(roles: Mapping[str, Any], models: Mapping[str, ModelSettings], role: str) -> str | None:
+    """`[roles] <role>` where it names a chat model that can view images."""
+    name = _chat_role(roles, models, role)
+    if name is not None and not models[name].supports_vision:
+        raise SettingsError(
+            f"[roles] {role} = {name!r} cannot view images: set [models.{name}.capabilities] "
+            "supports_vision = true, or name a model that can"
+        )
     return name
 
 

@@ -17,6 +17,7 @@ from turnstone_jobs.errors import (
 )
 from turnstone_jobs.results import (
     ApprovalItem,
+    Attachment,
     Decision,
     DecisionResult,
     Event,
@@ -37,6 +38,7 @@ __all__ = [
     "AsyncEventStream",
     "AsyncRun",
     "AsyncRuns",
+    "Attachment",
     "AuthError",
     "Client",
     "ClientError",

@@ -24,6 +24,7 @@ from turnstone_jobs.errors import (
 from turnstone_jobs.protocol import ws_path
 from turnstone_jobs.results import (
     ApprovalItem,
+    Attachment,
     DecisionResult,
     Event,
     History,
@@ -71,8 +72,11 @@ class Client:
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
+        files: dict[str, Any] | None = None,
     ) -> Any:
         extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+        if files is not None:  # a multipart form (an attachment), in place of a JSON body
+            extra["files"] = files
         try:
             r = self._http.request(method, path, **protocol.request_args(body, headers), **extra)
         except httpx.TimeoutException as exc:
@@ -201,10 +205,26 @@ class Client:
 
     # -- a turn ----------------------------------------------------------------------
 
-    def send(self, ws_id: str, message: str, idempotency_key: str | None = None) -> SendReceipt:
+    def send(
+        self,
+        ws_id: str,
+        message: str,
+        idempotency_key: str | None = None,
+        attachments: list[str] | None = None,
+    ) -> SendReceipt:
+        """`attachments`: ids from `attach`, sent to the model with the message."""
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        data = self._call("POST", ws_path(ws_id, "/send"), {"message": message}, headers=headers)
+        body: dict[str, Any] = {"message": message, **({"attachments": attachments} if attachments else {})}
+        data = self._call("POST", ws_path(ws_id, "/send"), body, headers=headers)
         return SendReceipt(str(data["turn_id"]), str(data["status"]))
+
+    def attach(
+        self, ws_id: str, content: bytes, filename: str, media_type: str = "application/octet-stream"
+    ) -> Attachment:
+        """Attach a file (at most 32 MiB) to the workstream; `send(..., attachments=[its id])`
+        gives it to the model with a message (docs/attachments.md)."""
+        files = {"file": (filename, content, media_type)}
+        return Attachment.from_api(self._call("POST", ws_path(ws_id, "/attachments"), files=files))
 
     def approve(
         self,

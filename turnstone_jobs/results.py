@@ -114,6 +114,29 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file attached to a workstream: send it with a message (`send(..., attachments=[id])`)."""
+
+    attachment_id: str
+    filename: str
+    media_type: str
+    size: int
+    pages: int | None = None  # a PDF's
+    text_note: str | None = None  # a PDF whose text the model will not get: why
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Attachment:
+        return cls(
+            attachment_id=str(data["attachment_id"]),
+            filename=str(data["filename"]),
+            media_type=str(data["media_type"]),
+            size=int(data["size"]),
+            pages=data.get("pages"),
+            text_note=data.get("text_note"),
+        )
+
+
+@dataclass(frozen=True)
 class SendReceipt:
     turn_id: str
     status: str  # "active" (started) or "queued" (behind a running turn)

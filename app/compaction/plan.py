@@ -14,6 +14,9 @@ from app.tools.files import images
 
 SUMMARY = "summary"  # the role a summary message is stored with
 CHARS_PER_TOKEN = 4  # the estimate every provider's tokeniser beats on prose and JSON alike
+# An image as the providers count it: Anthropic's documented cost of a 1.15-megapixel image, the
+# largest it takes unscaled (width x height / 750); OpenAI's high-detail tiles come to about as much.
+IMAGE_TOKENS = 1_600
 MIN_MESSAGE_CHARS = 400  # a covered message is cut to no less than this in the transcript
 CUT_NOTICE = "\n[... {n} characters left out ...]\n"
 
@@ -101,8 +104,16 @@ def _safe_cut(rows: list[Message], limit: int) -> int:
 
 def estimate_tokens(history: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> int:
     """About how many tokens a request of `history` and `tools` is (no tokeniser: providers
-    differ, and `reserve` absorbs the error)."""
-    return (len(dumps(list(history))) + len(dumps(list(tools)))) // CHARS_PER_TOKEN
+    differ, and `reserve` absorbs the error). An image counts IMAGE_TOKENS, not its base64."""
+    found = [
+        part
+        for message in history
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict) and part.get("type") == "image"
+    ]
+    chars = len(dumps(list(history))) + len(dumps(list(tools))) - sum(len(p.get("data") or "") for p in found)
+    return chars // CHARS_PER_TOKEN + IMAGE_TOKENS * len(found)
 
 
 def transcript(chosen: Cover, budget_chars: int) -> str:
@@ -126,7 +137,11 @@ def _line(row: Message) -> str:
         calls = [f"(called {f.get('name')} with {f.get('arguments')})" for f in functions if f]
         return "\n".join([f"[assistant]\n{row.content or ''}", *calls])
     who = f"user, from {row.origin}" if row.origin else "user"
-    return f"[{who}]\n{text_of(row.content)}"
+    sent = [
+        f"(attached {item.get('filename')}: attachment:{item.get('attachment_id')})"
+        for item in row.attachments or []
+    ]
+    return "\n".join([f"[{who}]\n{text_of(row.content)}", *sent])
 
 
 def _cut(text: str, limit: int) -> str:

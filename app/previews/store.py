@@ -52,7 +52,17 @@ def _bytes(s: Session, ws_id: str, digest: str) -> bytes:
     return bytes(blob.data)
 
 
-def add_attachment(db: Database, ws_id: str, filename: str, media_type: str, data: bytes) -> Attachment:
+def add_attachment(
+    db: Database,
+    ws_id: str,
+    filename: str,
+    media_type: str,
+    data: bytes,
+    text: str | None = None,
+    pages: int | None = None,
+    text_note: str | None = None,
+) -> Attachment:
+    """`text`, `pages`, `text_note`: a PDF's text as read (app/attachments/pdf_text.py)."""
     with db.session() as s:
         row = Attachment(
             id=new_id(),
@@ -61,9 +71,26 @@ def add_attachment(db: Database, ws_id: str, filename: str, media_type: str, dat
             media_type=media_type,
             sha256=_keep(s, ws_id, data),
             size=len(data),
+            text=text,
+            pages=pages,
+            text_note=text_note,
         )
         s.add(row)
     return row
+
+
+def copy_attachments(s: Session, from_ws: str, to_ws: str, ids: set[str]) -> dict[str, str]:
+    """Copies of `from_ws`'s attachments `ids` in `to_ws` (a fork's), their bytes with them:
+    old id -> new id (an id no longer there is left out)."""
+    rows = s.exec(select(Attachment).where(col(Attachment.id).in_(ids), Attachment.ws_id == from_ws)).all()
+    copied = {}
+    for row in rows:
+        digest = _keep(s, to_ws, _bytes(s, from_ws, row.sha256))
+        fields = row.model_dump(exclude={"id", "ws_id", "sha256"})
+        copy = Attachment(id=new_id(), ws_id=to_ws, sha256=digest, **fields)
+        s.add(copy)
+        copied[row.id] = copy.id
+    return copied
 
 
 def attachment(db: Database, ws_id: str, attachment_id: str) -> tuple[Attachment, bytes]:

@@ -165,6 +165,11 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
     # that could search the web kept its text blocks there too, in order, with their
     # citations: then they are the text, and the stored content (which ends with the
     # cited sources as links, for people) is not sent again.
+    if message["role"] == "user" and isinstance(message.get("content"), list):  # with attachments
+        content = _result_content(message["content"], supports_vision)
+        return (
+            content if isinstance(content, list) else [{"type": "text", "text": content}] if content else []
+        )
     blocks = _answered(message.get(SERVER_BLOCKS) or [])
     text = "" if any(b.get("type") == "text" for b in blocks) else text_of(message.get("content"))
     if text:  # the API rejects empty text blocks

@@ -141,13 +141,22 @@ def split(content: Any, supports_vision: bool) -> tuple[str, list[dict[str, Any]
             if note is None:
                 images.append(part)
             else:
-                texts.append(f" ({note})")
+                texts.append(note)
     return "".join(texts), images
 
 
 def _held_back(image: dict[str, Any], supports_vision: bool) -> str | None:
+    """What the text says in place of an image that is not sent (None: it is sent). An attached
+    image names its file; one a perception model described is its description
+    (app/attachments/perception.py)."""
+    name = f"{image['filename']}: " if image.get("filename") else ""
     if not supports_vision:
-        return NO_VISION_NOTE
+        if image.get("description"):
+            return (
+                f"\n[{name}{NO_VISION_NOTE}; a model that can view it describes it:]\n"
+                f"{image['description']}\n[end of the description]"
+            )
+        return f" ({name}{NO_VISION_NOTE}{'; ' + image['note'] if image.get('note') else ''})"
     if image.get("media_type") not in SENDABLE_MEDIA_TYPES:
-        return UNSENDABLE_NOTE.format(media_type=image.get("media_type"))
+        return f" ({name}{UNSENDABLE_NOTE.format(media_type=image.get('media_type'))})"
     return None

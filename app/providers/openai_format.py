@@ -1,12 +1,13 @@
 """Neutral messages turned into the OpenAI chat wire format. They already are it,
 except for images: a `tool` message takes text only, so the images of a run of
-tool results follow it in one `user` message."""
+tool results follow it in one `user` message; a user message's own images (its
+attachments) are `image_url` parts after its text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.providers.content import SERVER_BLOCKS, split
+from app.providers.content import SERVER_BLOCKS, SharedMessage, split
 
 
 def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dict]:
@@ -20,6 +21,8 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
             text, parts = split(message["content"], supports_vision)
             converted.append({**message, "content": text})
             images.extend(_image_parts(message["tool_call_id"], text, parts))
+        elif message["role"] == "user" and isinstance(message.get("content"), list):
+            converted.append(_user(message, supports_vision))
         elif SERVER_BLOCKS in message:  # another provider's server blocks mean nothing here
             converted.append({k: v for k, v in message.items() if k != SERVER_BLOCKS})
         else:  # already the wire format: sent as it is (read, never changed)
@@ -27,6 +30,25 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
     if images:
         converted.append({"role": "user", "content": images})
     return converted
+
+
+def _user(message: dict, supports_vision: bool) -> dict:
+    """A user message with parts (its attachments): its text, then its images as data URLs (made
+    once for a message many steps send)."""
+    if isinstance(message, SharedMessage):
+        return message.derived(("openai-user", supports_vision), lambda m: _user_parts(m, supports_vision))
+    return _user_parts(message, supports_vision)
+
+
+def _user_parts(message: dict, supports_vision: bool) -> dict:
+    text, images = split(message["content"], supports_vision)
+    if not images:
+        return {"role": "user", "content": text}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for image in images:
+        url = f"data:{image['media_type']};base64,{image['data']}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts}
 
 
 def _image_parts(call_id: str, text: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:

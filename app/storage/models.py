@@ -138,6 +138,8 @@ class Turn(SQLModel, table=True):
     message: str = Field(sa_column=Column(SafeText, nullable=False))
     origin: str = Field(default="user", max_length=32)
     idempotency_key: str | None = Field(default=None, max_length=200)  # a retried send finds its turn
+    # The attachments sent with the message (app/attachments): its user message carries them.
+    attachments: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(SafeJSON))
     step: int = 0  # model steps taken
     attempt: int = 0  # fencing token: bumped by every claim
     step_claims: int = 0  # claims of the current phase; >1 means a retry
@@ -183,6 +185,9 @@ class Message(SQLModel, table=True):
     covers_count: int | None = None
     # assistant: the model that gave it ([models.NAME]): the workstream's, or a fallback's
     model: str | None = Field(default=None, max_length=200)
+    # user: attachments sent with it, as the model is sent them (app/attachments): each
+    # {attachment_id, filename, media_type, size}
+    attachments: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(SafeJSON))
 
 
 class Branch(SQLModel, table=True):
@@ -314,6 +319,13 @@ class Attachment(SQLModel, table=True):
     sha256: str = Field(max_length=64)
     size: int
     created_at: datetime = Field(default_factory=utcnow)
+    # A PDF's text, read when it was attached (app/attachments/pdf_text.py), for the model; why
+    # there is none (encrypted, no text layer, too slow to read) in `text_note`.
+    text: str | None = Field(default=None, sa_column=Column(SafeText))
+    pages: int | None = None
+    text_note: str | None = Field(default=None, max_length=200)
+    # An image described by the `[roles] perception` model for a model that cannot see it.
+    description: str | None = Field(default=None, sa_column=Column(SafeText))
 
 
 class Preview(SQLModel, table=True):

@@ -103,9 +103,10 @@ RULES: dict[str, Rule] = {
     "compaction.compact": Rule(Scope.WRITE, owned=True),
     # usage (app/web/usage.py): a user's own, an admin's everyone's
     "usage.usage_report": Rule(Scope.READ),
-    # attachments and previews (app/web/previews.py); content is reached by a signed link
+    # attachments and previews (app/web/previews.py); a preview's content is reached by a signed link
     "previews.attach": Rule(Scope.WRITE, owned=True),
     "previews.list_attachments": Rule(Scope.READ, owned=True),
+    "previews.attachment_content": Rule(Scope.READ, owned=True),
     "previews.list_previews": Rule(Scope.READ, owned=True),
     "previews.describe_preview": Rule(Scope.READ, owned=True),
     "previews.preview_content": PUBLIC,

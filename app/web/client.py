@@ -12,7 +12,7 @@ STATIC_DIR = Path(__file__).with_name("static")
 # Defence in depth only: the client never turns model or tool text into HTML, and
 # this policy would stop an injected script or inline handler if it ever did.
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
     "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
     # the preview pane frames previews served from here (each inert by its own headers)
     "frame-src 'self'"

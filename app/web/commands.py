@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from app import attachments
 from app.engine.life import approvals, cancel, turns
 from app.engine.publishing.outbox import Defer
 from app.engine.subagents import decisions
@@ -33,7 +34,11 @@ def send(
     earlier = turns.sent_for_key(rt, ws_id, key) if key is not None else None
     if earlier is None:  # a retry of a stored send is answered as it was, whatever the budget now
         budgets.check(rt, ws_id)  # a spent budget starts no turn: 429, naming it and when it resets
-    turn = earlier or turns.send(rt, ws_id, body.message, idempotency_key=key, defer=defer)
+    if earlier is None:
+        attached = attachments.for_message(rt.db, ws_id, body.attachments)
+        turn = turns.send(rt, ws_id, body.message, idempotency_key=key, defer=defer, attachments=attached)
+    else:
+        turn = earlier
     return 202, {"turn_id": turn.id, "status": turn.status}
 
 

@@ -38,12 +38,14 @@ class MessageEvent(Envelope):
     content: str
     origin: str | None = None
     held: bool | None = None
+    attachments: list[shapes.SentAttachment] | None = Field(None, description="user: the files sent with it")
 
 
 class TurnQueued(Envelope):
     type: Literal["turn_queued"]
     message: str
     origin: str | None = None
+    attachments: list[shapes.SentAttachment] | None = Field(None, description="the files sent with it")
 
 
 class Content(Envelope):

@@ -4,13 +4,17 @@ previews (with short-lived signed links), and serve a preview's content inert.""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 
+from app import attachments
+from app.attachments import pdf_text
 from app.engine.life import workstreams
 from app.errors import BadRequestError, PayloadTooLargeError, UnprocessableError
 from app.previews import links, store
+from app.providers.content import SENDABLE_MEDIA_TYPES
 from app.runtime import Runtime
 from app.settings import MAX_NAME_CHARS
 from app.storage.models import Attachment, Preview
@@ -39,7 +43,12 @@ def attach(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
     filename, media_type, data = _uploaded_file()
-    row = store.add_attachment(rt.db, ws_id, filename, media_type, data)
+    # A PDF's text is read now, once, for the model (app/attachments/pdf_text.py).
+    read = pdf_text.extract(data) if attachments.sniffed(data) == attachments.PDF else None
+    if read is None:
+        row = store.add_attachment(rt.db, ws_id, filename, media_type, data)
+    else:
+        row = store.add_attachment(rt.db, ws_id, filename, media_type, data, read.text, read.pages, read.note)
     return jsonify(attachment_summary(row)), 201
 
 
@@ -49,6 +58,33 @@ def list_attachments(ws_id: str) -> Any:
     rt = _rt()
     workstreams.get(rt, path_id("workstream", ws_id))
     return jsonify(attachments=[attachment_summary(row) for row in store.attachments(rt.db, ws_id)])
+
+
+@previews.get("/workstreams/<ws_id>/attachments/<attachment_id>/content")
+@operation(
+    "An attachment's bytes, as a download (an image the model is sent as one is served as that image)",
+    answers={200: "the file"},
+    content=None,  # its own media type
+)
+def attachment_content(ws_id: str, attachment_id: str) -> Any:
+    rt = _rt()
+    workstreams.get(rt, path_id("workstream", ws_id))
+    row, data = store.attachment(rt.db, ws_id, path_id("attachment", attachment_id))
+    # Its type as its bytes say for an image a browser may show; anything else is a download of
+    # bytes, never a page (the name a person gave it, and its claimed type, decide nothing).
+    kind = attachments.sniffed(data)
+    shown = kind if kind in SENDABLE_MEDIA_TYPES else "application/octet-stream"
+    response = Response(data, status=200, mimetype=None, content_type=shown)
+    disposition = "inline" if kind in SENDABLE_MEDIA_TYPES else "attachment"
+    response.headers.update(
+        {
+            "Content-Disposition": f"{disposition}; filename*=UTF-8''{quote(row.filename, safe='')}",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "Cache-Control": "private, max-age=300",
+        }
+    )
+    return response
 
 
 @previews.get("/workstreams/<ws_id>/previews")
@@ -145,6 +181,8 @@ def attachment_summary(row: Attachment) -> dict[str, Any]:
         "media_type": row.media_type,
         "size": row.size,
         "created_at": row.created_at.isoformat(),
+        "pages": row.pages,
+        "text_note": row.text_note,
     }
 
 

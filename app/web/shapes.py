@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, RootModel, StringConstraints
 
+from app.attachments import MAX_PER_MESSAGE as MAX_ATTACHMENTS
 from app.jobs import contract as job_contract
 from app.jobs import store as job_store
 from app.policies import patterns as policy_patterns
@@ -284,6 +285,12 @@ class Deleted(Answer):
 
 class Send(Body):
     message: NonBlank = Field(description="not empty; at most 256 KiB of UTF-8 (else 413)")
+    attachments: list[IdText] | None = Field(
+        None,
+        max_length=MAX_ATTACHMENTS,
+        description="ids of this workstream's attachments, sent to the model with the message: an "
+        "image as an image, a PDF as its text, a text file as itself (docs/attachments.md)",
+    )
     idempotency_key: Name | None = Field(
         None, description="as the Idempotency-Key header, for clients that cannot set one (a websocket)"
     )
@@ -344,6 +351,13 @@ class Decision(Answer):
     )
 
 
+class SentAttachment(Answer):
+    attachment_id: str
+    filename: str
+    media_type: str
+    size: int
+
+
 class HistoryMessage(Answer):
     id: int
     turn_id: str | None
@@ -363,6 +377,7 @@ class HistoryMessage(Answer):
     model: str | None = Field(
         None, description="assistant: the configured model that gave it (a fallback's when one answered)"
     )
+    attachments: list[SentAttachment] | None = Field(None, description="user: what was sent with it")
     created_at: str
 
 
@@ -455,6 +470,8 @@ class Attachment(Answer):
     media_type: str
     size: int
     created_at: str
+    pages: int | None = Field(None, description="a PDF: its pages")
+    text_note: str | None = Field(None, description="a PDF whose text the model is not sent: why")
 
 
 class AttachmentList(Answer):

@@ -4,7 +4,6 @@ fills a phone's width; deleting the workstream from the header takes it away."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -85,15 +84,18 @@ def test_an_attached_csv_shows_as_a_sortable_table_also_at_phone_width(
     page = open_page(ws_id, viewport=PHONE)
     (workdir / "birds.csv").write_text('bird,grams\n"turnstone, ruddy",120\nsanderling,55\nknot,135\n')
     page.locator("#attach-file").set_input_files(str(workdir / "birds.csv"))
-    # the message box names it (the hint line below it may already say something newer)
-    expect(page.locator("#message")).to_have_value(re.compile(r"^\[attached birds\.csv: attachment:\w+\]\n$"))
+    # it waits above the box for the next message; the box itself is the person's alone
+    expect(page.locator("#composer-attachments .attachment-chip")).to_contain_text("birds.csv")
+    expect(page.locator("#message")).to_have_value("")
     (attached,) = api.http.get(f"/v1/api/workstreams/{ws_id}/attachments").json()["attachments"]
-    expect(page.locator("#message")).to_have_value(f"[attached birds.csv: {attached['target']}]\n")
 
     model.enqueue(Reply(tool_calls=[preview(attached["target"])]))
     model.enqueue(Reply(text="Here is the table."))
     send(page, "show it")
     expect(answer(page).last).to_have_text("Here is the table.", timeout=20_000)
+    expect(page.locator("#composer-attachments")).to_be_hidden()  # it went with that message
+    expect(page.locator(".msg-user .attachment-chip")).to_contain_text("birds.csv")
+    assert "turnstone, ruddy" in str(model.history[0].body["messages"][-1]["content"])  # in the message
     pane = page.locator("#preview-pane")
     expect(pane).to_be_visible()
     box = pane.bounding_box()

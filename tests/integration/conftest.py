@@ -112,6 +112,8 @@ def services(
     config.write_text(
         config.read_text()
         + '[roles]\nreranker = "ranker"\ntitler = "vision"\n'
+        # attached images described for the default model, which cannot see (test_attachments_to_model.py)
+        + 'perception = "vision"\n'
         + compaction_config(model_server)
         + fallback_config(backup_model_server)
     )

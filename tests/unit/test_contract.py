@@ -28,7 +28,7 @@ from app.web.contract import parse
             shapes.Send,
             {"mesage": "typo"},
             "mesage",
-            "mesage: unknown field (fields: message, idempotency_key)",
+            "mesage: unknown field (fields: message, attachments, idempotency_key)",
         ),
         (shapes.Approve, {"approved": 1}, "approved", "approved: expected boolean, got integer"),
         (shapes.Approve, {"approved": "yes"}, "approved", "approved: expected boolean, got string"),

@@ -6,12 +6,15 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from app import attachments
 from app.compaction import plan
 from app.engine.publishing.streaming import history_cursor
 from app.engine.subagents.family import tag_history
+from app.errors import NotFoundError
+from app.previews import store as previews_store
 from app.providers.content import SERVER_BLOCKS
 from app.runtime import Runtime
-from app.storage.models import CallStatus, Message, ToolCall
+from app.storage.models import Attachment, CallStatus, Message, ToolCall
 from app.tools.files import images
 
 
@@ -57,8 +60,9 @@ def arrange(system_prompt: str, entries: list[dict[str, Any]]) -> list[dict[str,
     return out + held
 
 
-def model_entry(row: Message) -> dict[str, Any]:
-    """One stored message as the model is sent it, in the neutral format."""
+def model_entry(row: Message, load: attachments.Loader | None = None) -> dict[str, Any]:
+    """One stored message as the model is sent it, in the neutral format; a user message's
+    attachments as parts after its text (`load` reads them; without it they are named only)."""
     if row.role == plan.SUMMARY:
         return plan.summary_entry(row)
     if row.role == "assistant":
@@ -70,7 +74,28 @@ def model_entry(row: Message) -> dict[str, Any]:
         return entry
     if row.role == "tool":
         return {"role": "tool", "tool_call_id": row.tool_call_id, "content": _tool_content(row.content or "")}
+    if row.attachments:
+        return {
+            "role": "user",
+            "content": attachments.parts(row.content or "", row.attachments, load or _unread),
+        }
     return {"role": "user", "content": row.content or ""}
+
+
+def _unread(_attachment_id: str) -> None:
+    return None
+
+
+def loader(rt: Runtime, ws_id: str) -> attachments.Loader:
+    """Reads the workstream's attachments for `model_entry` (None for one deleted since)."""
+
+    def load(attachment_id: str) -> tuple[Attachment, bytes] | None:
+        try:
+            return previews_store.attachment(rt.db, ws_id, attachment_id)
+        except NotFoundError:
+            return None
+
+    return load
 
 
 def _tool_content(text: str) -> str | list[dict[str, Any]]:
@@ -106,6 +131,8 @@ def as_history(row: Message) -> dict[str, Any]:
         entry["origin"] = row.origin  # a user message something other than a person wrote (a watch)
     if row.model:
         entry["model"] = row.model  # an answer: the model that gave it (a fallback's, say)
+    if row.attachments:
+        entry["attachments"] = row.attachments  # a user message: what was sent with it
     return entry
 
 

@@ -34,6 +34,7 @@ from app.engine.life.turns import Sent, new_id
 from app.engine.publishing.outbox import Defer, ordered
 from app.errors import BadRequestError, ConflictError, NotFoundError, PayloadTooLargeError, UnprocessableError
 from app.events import EventType
+from app.previews import store as previews_store
 from app.runtime import Runtime
 from app.sandbox import folders
 from app.storage.models import Branch, Message, Turn, TurnStatus, Workstream
@@ -93,13 +94,17 @@ def edit(
     reason: str = "edit",
 ) -> Sent:
     """Send `text` in place of the user message `message_id`: the conversation is rewound to
-    just before it (that message and all after it kept in a branch), then `text` is sent."""
+    just before it (that message and all after it kept in a branch), then `text` is sent, with
+    the attachments the message was sent with."""
     turns.check_size(rt, text)
     if idempotency_key is not None:
         earlier = turns.sent_for_key(rt, ws_id, idempotency_key)
         if earlier is not None:
             return earlier
-    if idempotency_key is None or _branch_for_key(rt, ws_id, idempotency_key) is None:
+    attached = None
+    if idempotency_key is not None and (again := _branch_for_key(rt, ws_id, idempotency_key)) is not None:
+        attached = _first_message(rt, again.id)[1]  # rewound before a fault: what it took out
+    else:
         with ordered(rt, ws_id) as out, rt.db.session() as s:
             _idle(s, ws_id)
             row = _message(s, ws_id, message_id)
@@ -107,6 +112,7 @@ def edit(
                 raise NotFoundError(f"no message {message_id} in workstream {ws_id}")
             if row.role != "user":
                 raise BadRequestError(f"message {message_id} is not a user message: only those are edited")
+            attached = row.attachments
             before = s.exec(
                 select(func.max(Message.id)).where(
                     Message.ws_id == ws_id, col(Message.branch_id).is_(None), col(Message.id) < message_id
@@ -114,7 +120,7 @@ def edit(
             ).one()
             branch = _take_out(s, ws_id, before or 0, by, reason, idempotency_key)
             out.add(EventType.BRANCH_CHANGED, **_changed(branch, None, before or 0))
-    return turns.send(rt, ws_id, text, idempotency_key=idempotency_key, defer=defer)
+    return turns.send(rt, ws_id, text, idempotency_key=idempotency_key, defer=defer, attachments=attached)
 
 
 def retry(
@@ -127,8 +133,10 @@ def retry(
             return earlier
         again = _branch_for_key(rt, ws_id, idempotency_key)
         if again is not None:  # rewound before a fault: send what it took out
-            text = _first_text(rt, again.id)
-            return turns.send(rt, ws_id, text, idempotency_key=idempotency_key, defer=defer)
+            text, attached = _first_message(rt, again.id)
+            return turns.send(
+                rt, ws_id, text, idempotency_key=idempotency_key, defer=defer, attachments=attached
+            )
     with rt.db.reader() as s:
         last = s.exec(
             _active(ws_id).where(Message.role == "user").order_by(col(Message.id).desc()).limit(1)
@@ -188,8 +196,10 @@ def fork(
         with rt.db.session() as s:
             s.add(ws)
             s.flush()  # the workstream before the messages that refer to it
+            sent = {str(item.get("attachment_id")) for row in rows for item in row.attachments or []}
+            renamed = previews_store.copy_attachments(s, ws_id, new_ws_id, sent) if sent else {}
             for row in rows:
-                s.add(_copy(new_ws_id, row))
+                s.add(_copy(new_ws_id, row, renamed))
     except BaseException:
         if copy_folder:
             shutil.rmtree(folder, ignore_errors=True)
@@ -314,12 +324,13 @@ def _last_id(s: Session, ws_id: str) -> int:
     )
 
 
-def _first_text(rt: Runtime, branch_id: str) -> str:
+def _first_message(rt: Runtime, branch_id: str) -> tuple[str, list[dict[str, Any]] | None]:
+    """The text and attachments of the branch's first message."""
     with rt.db.reader() as s:
         first = s.exec(
             select(Message).where(Message.branch_id == branch_id).order_by(col(Message.id)).limit(1)
         ).first()
-    return (first.content or "") if first is not None else ""
+    return ((first.content or ""), first.attachments) if first is not None else ("", None)
 
 
 def _branch(s: Session, ws_id: str, branch_id: str) -> Branch:
@@ -329,10 +340,15 @@ def _branch(s: Session, ws_id: str, branch_id: str) -> Branch:
     return branch
 
 
-def _copy(ws_id: str, row: Message) -> Message:
-    """A fork's copy of one message (a new row of its own)."""
-    fields = row.model_dump(exclude={"id", "ws_id", "branch_id"})
-    return Message(ws_id=ws_id, **fields)
+def _copy(ws_id: str, row: Message, renamed: dict[str, str]) -> Message:
+    """A fork's copy of one message (a new row of its own), naming the fork's copies of the
+    attachments it was sent with (`renamed`: old id -> new)."""
+    fields = row.model_dump(exclude={"id", "ws_id", "branch_id", "attachments"})
+    sent = [
+        {**item, "attachment_id": renamed.get(str(item.get("attachment_id")), item.get("attachment_id"))}
+        for item in row.attachments or []
+    ]
+    return Message(ws_id=ws_id, attachments=sent or None, **fields)
 
 
 def _summary(branch: Branch) -> dict[str, Any]:

@@ -63,6 +63,7 @@ class _NewTurn:
     origin: str
     idempotency_key: str | None
     created_at: datetime
+    attachments: list[dict[str, Any]] | None = None  # sent with the message (app/attachments)
 
 
 def send(
@@ -72,6 +73,7 @@ def send(
     origin: str = "user",
     idempotency_key: str | None = None,
     defer: Defer | None = None,
+    attachments: list[dict[str, Any]] | None = None,
 ) -> Sent:
     """Store the message as a turn and, in the same transaction, start it if the workstream is
     idle with nothing queued; else it is queued behind the active one (or the oldest waiting).
@@ -79,12 +81,13 @@ def send(
     With an `idempotency_key`, a send repeated with the same key (a client's retry
     after a lost response) returns the turn the first one stored, and stores nothing.
     With `defer`, what follows the commit (the first step's task, the events) is handed to it
-    (`outbox.ordered`): the caller answers first and runs it after.
+    (`outbox.ordered`): the caller answers first and runs it after. `attachments`
+    (`app.attachments.for_message`) go to the model with the message.
     """
     check_size(rt, message)
     if idempotency_key is not None and (earlier := _turn_for_key(rt, ws_id, idempotency_key)):
         return Sent(earlier.id, TurnStatus(earlier.status))
-    turn = _NewTurn(new_id(), ws_id, message, origin, idempotency_key, utcnow())
+    turn = _NewTurn(new_id(), ws_id, message, origin, idempotency_key, utcnow(), attachments)
     try:
         started = _store(rt, turn, defer)
     except IntegrityError:
@@ -120,9 +123,9 @@ def _store(rt: Runtime, turn: _NewTurn, defer: Defer | None) -> bool:
         assert done is not None
         if done.first("taken") is not None:
             recording.turn_started(None)
-            _announce_start(out, turn.id, turn.message, turn.origin)
+            _announce_start(out, turn.id, turn.message, turn.origin, turn.attachments)
             return True
-        out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message)
+        out.add(EventType.TURN_QUEUED, turn_id=turn.id, message=turn.message, **_sent_with(turn.attachments))
         stored = done.first("stored")
         assert stored is not None
         if stored["is_left_idle"]:
@@ -180,7 +183,7 @@ def _activate_oldest(rt: Runtime, ws_id: str) -> str | None:
         if started is None:
             raise _AlreadyStarted(ws_id)  # rolls back the workstream's claim too
         recording.turn_started(s)
-        _announce_start(out, started["id"], started["message"], started["origin"])
+        _announce_start(out, started["id"], started["message"], started["origin"], started["attachments"])
         return str(started["id"])
 
 
@@ -207,9 +210,11 @@ def _taking(turn_id: Any, ws_id: Any, at_once: bool) -> Step:
     )
 
 
-def _saying(message: Callable[[Ref], Any], origin: Callable[[Ref], Any]) -> Step:
+def _saying(
+    message: Callable[[Ref], Any], origin: Callable[[Ref], Any], attachments: Callable[[Ref], Any]
+) -> Step:
     """The started turn's message joins the conversation (`taken`'s turn)."""
-    names = ["ws_id", "turn_id", "role", "content", "origin", "created_at", "is_error"]
+    names = ["ws_id", "turn_id", "role", "content", "origin", "attachments", "created_at", "is_error"]
 
     def said(ref: Ref) -> Any:
         ws_id, turn_id = ref("taken", "id"), ref("taken", "active_turn_id")
@@ -219,6 +224,7 @@ def _saying(message: Callable[[Ref], Any], origin: Callable[[Ref], Any]) -> Step
             literal("user"),
             message(ref),
             origin(ref),
+            attachments(ref),
             bindparam("now", type_=DateTime()),
             literal(False),
         ).where(ws_id.is_not(None), turn_id.is_not(None))
@@ -233,7 +239,7 @@ def _queued(ws_id: Any) -> Any:
 
 # A send: the workstream taken for the new turn at once where it may be, the turn stored (started
 # if taken, else queued; not for a missing workstream or a sub-agent's), its message if started.
-_NEW = ["id", "ws_id", "message", "origin", "idempotency_key", "created_at"]
+_NEW = ["id", "ws_id", "message", "origin", "idempotency_key", "created_at", "attachments"]
 
 
 def _stored(ref: Ref) -> Any:
@@ -282,6 +288,7 @@ _SENDS = Steps(
         _saying(
             lambda ref: typed(Message, "content", "new_message"),
             lambda ref: typed(Message, "origin", "message_origin"),
+            lambda ref: typed(Message, "attachments", "new_attachments"),
         ),
     ]
 )
@@ -304,7 +311,7 @@ def _started(ref: Ref) -> Any:
         update(Turn)
         .where(col(Turn.id) == ref("taken", "active_turn_id"), col(Turn.status) == TurnStatus.QUEUED)
         .values(status=TurnStatus.ACTIVE, phase=TurnPhase.MODEL, started_at=ref.clock, enqueued_at=ref.clock)
-        .returning(col(Turn.id), col(Turn.message), col(Turn.origin))
+        .returning(col(Turn.id), col(Turn.message), col(Turn.origin), col(Turn.attachments))
     )
 
 
@@ -318,7 +325,9 @@ _STARTS = Steps(
         Step("oldest", _oldest),
         _taking(lambda ref: ref("oldest", "id"), bindparam("start_ws"), at_once=False),
         Step("started", _started, required=False),
-        _saying(lambda ref: ref("started", "message"), _said_origin),
+        _saying(
+            lambda ref: ref("started", "message"), _said_origin, lambda ref: ref("started", "attachments")
+        ),
     ]
 )
 
@@ -358,11 +367,24 @@ def _stored_origin(origin: str) -> str | None:
     return origin if origin != "user" else None
 
 
-def _announce_start(out: Outbox, turn_id: str, message: str, origin: str | None) -> None:
+def _sent_with(attachments: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """An event's `attachments`, when the message has some."""
+    return {"attachments": attachments} if attachments else {}
+
+
+def _announce_start(
+    out: Outbox,
+    turn_id: str,
+    message: str,
+    origin: str | None,
+    attachments: list[dict[str, Any]] | None = None,
+) -> None:
     """A started turn's events, and its first step sent once its start has committed."""
     said = _stored_origin(origin) if origin else None
     marked: dict[str, Any] = {"origin": said} if said else {}
-    out.add(EventType.MESSAGE, turn_id=turn_id, role="user", content=message, **marked)
+    out.add(
+        EventType.MESSAGE, turn_id=turn_id, role="user", content=message, **marked, **_sent_with(attachments)
+    )
     out.add(EventType.STATE_CHANGE, turn_id=turn_id, state=WorkstreamState.THINKING)
     out.on_commit(lambda rt: rt.queue.model_step(turn_id, 0))
 

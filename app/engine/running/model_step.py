@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sqlmodel import col, select
 
+from app.attachments import perception
 from app.compaction import plan as compaction_plan
 from app.compaction import run as compacting
 from app.compaction import window
@@ -79,7 +81,9 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck, compacte
     with rt.db.reader() as s:
         turn, ws = turns.with_workstream(s, fence.turn_id)
         # Only the rows this worker has not seen are loaded, and made into entries.
-        pairs = rt.conversations.model_pairs(s, ws.id, stored.model_entry)
+        pairs = rt.conversations.model_pairs(
+            s, ws.id, partial(stored.model_entry, load=stored.loader(rt, ws.id))
+        )
         # A run's own client tools are read for a run's turn only: no statement on any other step.
         run_turn = turn.id if is_runs_key(turn.idempotency_key) else None
         sources = client_tools.sources(rt.tool_sources, s, ws, run_turn)
@@ -108,7 +112,7 @@ def _step(rt: Runtime, fence: Fence, step: int, cancelled: CancelCheck, compacte
         tools = task_agent.last_step_tools(tools, model)
     context = prompt.PromptContext(ws, tools, rt.settings, db=rt.db, message=turn.message)
     system = prompt.build(context, rt.prompt_sections)
-    history = stored.arrange(system, compaction_plan.visible(pairs))
+    history = perception.described(rt, model, stored.arrange(system, compaction_plan.visible(pairs)))
     if trailing := prompt.turn_context(context):
         history.append(trailing)
     if last_step:

@@ -43,7 +43,8 @@ export const api = {
   create: (body) => call("POST", "/workstreams", body),
   describe: (id) => call("GET", ws(id)),
   history: (id) => call("GET", `${ws(id)}/history`),
-  send: (id, message) => call("POST", `${ws(id)}/send`, { message }),
+  send: (id, message, attachments = []) =>
+    call("POST", `${ws(id)}/send`, attachments.length ? { message, attachments } : { message }),
   approve: (id, body) => call("POST", `${ws(id)}/approve`, body),
   cancel: (id, turnId) => call("POST", `${ws(id)}/cancel`, turnId ? { turn_id: turnId } : {}),
   remove: (id) => call("DELETE", ws(id)),
@@ -60,6 +61,14 @@ export const api = {
   previews: (id) => call("GET", `${ws(id)}/previews`).then((d) => d.previews),
   preview: (previewId) => call("GET", `/previews/${encodeURIComponent(previewId)}`),
   attach: (id, file) => upload(`${ws(id)}/attachments`, file),
+  // An attachment the service serves as an image (by its bytes): a blob: URL for a thumbnail, else null.
+  attachmentImage: async (id, attachmentId) => {
+    const response = await fetch(`/v1/api${ws(id)}/attachments/${encodeURIComponent(attachmentId)}/content`, {
+      headers: { Authorization: `Bearer ${token.get() || ""}` },
+    });
+    if (!response.ok || !(response.headers.get("Content-Type") || "").startsWith("image/")) return null;
+    return URL.createObjectURL(await response.blob());
+  },
   // Coordinators (docs/coordinators.md)
   close: (id) => call("POST", `${ws(id)}/close`, {}),
   tasks: (id) => call("GET", `${ws(id)}/tasks`).then((d) => d.tasks),

@@ -12,6 +12,7 @@ import { bindPoliciesPanel } from "./policies.js";
 import { bindChannelsPanel } from "./channels.js";
 import { bindCreateDialog, Sidebar } from "./sidebar.js";
 import { WorkstreamView } from "./view.js";
+import { attachmentChip } from "./transcript.js";
 import { WatchesPanel } from "./watches.js";
 import { CoordinatorPanel } from "./coordinator.js";
 import { ShellsPanel } from "./shells.js";
@@ -102,6 +103,36 @@ function changedElsewhere(e) {
   sidebar.update({ ws_id: view.wsId, ...fields });
 }
 
+// Files attached wait above the box as chips (a thumbnail for an image) and go with the next
+// message (docs/attachments.md); a chip's × takes one back.
+const outgoing = {
+  items: [],
+  ids() {
+    return this.items.map((a) => a.attachment_id);
+  },
+  add(attached) {
+    this.items.push(attached);
+    this.paint();
+  },
+  clear() {
+    this.items = [];
+    this.paint();
+  },
+  paint() {
+    const tray = $("composer-attachments");
+    const wsId = view.wsId;
+    tray.replaceChildren(
+      ...this.items.map((a) =>
+        attachmentChip(a, (id) => api.attachmentImage(wsId, id), () => {
+          this.items = this.items.filter((x) => x !== a);
+          this.paint();
+        }),
+      ),
+    );
+    tray.hidden = this.items.length === 0;
+  },
+};
+
 // No workstream open: the composer starts one with the first message.
 function showStart() {
   view.close();
@@ -150,6 +181,7 @@ async function select(wsId) {
   $("transcript").hidden = false;
   header.open(ws).catch(handleError);
   $("attach").style.visibility = "";
+  outgoing.clear(); // files attached for another workstream's next message are not this one's
   $("composer").hidden = false;
   $("delete-ws").hidden = false;
   previews.setWorkstream(wsId).catch(handleError);
@@ -268,9 +300,11 @@ $("composer").addEventListener("submit", async (e) => {
   if (!text.trim()) return;
   box.value = "";
   autosize();
+  const sending = outgoing.ids();
   try {
-    if (view.wsId) await view.send(text);
+    if (view.wsId) await view.send(text, sending);
     else await startWith(text);
+    outgoing.clear();
   } catch (err) {
     box.value = text;
     $("composer-hint").textContent = `Not sent: ${err.message}`;
@@ -288,10 +322,9 @@ $("attach-file").addEventListener("change", async (e) => {
   for (const file of files) {
     try {
       const attached = await api.attach(view.wsId, file);
-      // The model learns of it from the message: name it where the person can see it too.
-      box.value += `${box.value && !box.value.endsWith("\n") ? "\n" : ""}[attached ${attached.filename}: ${attached.target}]\n`;
-      autosize();
-      $("composer-hint").textContent = `Attached ${attached.filename}.`;
+      outgoing.add(attached);
+      const read = attached.text_note ? ` (the model will not get its text: ${attached.text_note})` : "";
+      $("composer-hint").textContent = `Attached ${attached.filename}: it goes with your next message${read}.`;
     } catch (err) {
       $("composer-hint").textContent = `Not attached: ${file.name}: ${err.message}`;
       handleError(err);

@@ -14,8 +14,8 @@ import { renderMarkdown } from "./markdown.js";
 import { SubagentPanel } from "./subagent.js";
 
 export class Transcript {
-  constructor(root, { onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore, onSummary }) {
-    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore, onSummary });
+  constructor(root, { onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore, onSummary, onThumb }) {
+    Object.assign(this, { root, onDecide, onState, onTruncated, onWithdraw, onEdit, onRetry, onFork, onRestore, onSummary, onThumb });
     this.reset();
   }
 
@@ -43,7 +43,7 @@ export class Transcript {
         continue;
       }
       const turn = this.turn(m.turn_id);
-      if (m.role === "user") this.storedUser(turn, m.content || "", m.origin);
+      if (m.role === "user") this.storedUser(turn, m.content || "", m.origin, m.attachments);
       else if (m.role === "assistant") this.storedAssistant(turn, m);
       else if (m.role === "tool") this.storedResult(turn, m);
     }
@@ -55,8 +55,8 @@ export class Transcript {
     if (m.decision) card.resolve({ ...m.decision, always: m.decision.how === "always" });
   }
 
-  storedUser(turn, text, origin) {
-    if (!turn.hasUser) return this.setUser(turn, text, false, origin);
+  storedUser(turn, text, origin, attachments) {
+    if (!turn.hasUser) return this.setUser(turn, text, false, origin, attachments);
     // A later user message in the same turn is approval feedback, stored after the results.
     turn.el.append(h("div", { class: "msg msg-user msg-feedback" }, h("div", { class: "bubble" }, text)));
   }
@@ -117,12 +117,13 @@ export class Transcript {
     return turn;
   }
 
-  setUser(turn, text, queued = false, origin = null) {
+  setUser(turn, text, queued = false, origin = null, attachments = null) {
     turn.hasUser = !queued;
     turn.userText = text;
     const bubble = h("div", { class: "bubble" }, text);
     const watch = origin === "watch" ? " msg-watch" : "";
     const el = h("div", { class: `msg msg-user${watch}${queued ? " is-queued" : ""}` }, bubble);
+    if (attachments?.length) el.append(h("div", { class: "attachments" }, ...attachments.map((a) => attachmentChip(a, this.onThumb))));
     if (watch) el.append(h("span", { class: "origin-tag" }, "from a watch"));
     if (queued) {
       const withdraw = h("button", { type: "button", class: "withdraw", title: "Cancel this message before it runs" }, "Cancel");
@@ -354,12 +355,12 @@ const HANDLERS = {
   message(e) {
     if (e.origin === "watch" && !e.turn_id) return this.heldWatch(e.content || "");
     const turn = this.turn(e.turn_id);
-    if (!turn.hasUser) this.setUser(turn, e.content || "", false, e.origin);
+    if (!turn.hasUser) this.setUser(turn, e.content || "", false, e.origin, e.attachments);
     this.keepBottom();
   },
   turn_queued(e) {
     const turn = this.turn(e.turn_id);
-    if (!turn.hasUser) this.setUser(turn, e.message || "", true, e.origin);
+    if (!turn.hasUser) this.setUser(turn, e.message || "", true, e.origin, e.attachments);
     this.keepBottom();
   },
   content: streamed("text"),
@@ -437,4 +438,37 @@ export function describeUsage(usage) {
   if (usage.cache_creation_input_tokens) cache.push(`${count(usage.cache_creation_input_tokens)} written to cache`);
   const cached = cache.length ? ` (${cache.join(", ")})` : "";
   return `${count(usage.input_tokens)} in · ${count(usage.output_tokens)} out tokens${cached}`;
+}
+
+// A file sent with a message: its name and size as text, and a thumbnail when the service serves
+// it as an image (`thumb` resolves to a blob: URL, or null). `remove`: a button that takes it back.
+export function attachmentChip(a, thumb, remove = null) {
+  const chip = h(
+    "span",
+    { class: "attachment-chip", title: `${a.filename} (${a.media_type}, ${a.size} bytes)` },
+    h("span", { class: "attachment-name" }, a.filename),
+    h("span", { class: "attachment-size" }, sizeWords(a.size)),
+  );
+  if (remove) {
+    const button = h("button", { type: "button", class: "attachment-remove", title: `Do not send ${a.filename}`, "aria-label": `Remove ${a.filename}` }, "×");
+    button.addEventListener("click", remove);
+    chip.append(button);
+  }
+  if (thumb && /^image\//.test(a.media_type || "")) {
+    thumb(a.attachment_id)
+      .then((url) => {
+        if (!url) return;
+        const img = h("img", { class: "attachment-thumb", alt: a.filename, src: url });
+        img.addEventListener("load", () => URL.revokeObjectURL(url), { once: true });
+        chip.prepend(img);
+      })
+      .catch(() => {});
+  }
+  return chip;
+}
+
+function sizeWords(bytes) {
+  if (bytes >= 1 << 20) return `${(bytes / (1 << 20)).toFixed(1)} MB`;
+  if (bytes >= 1 << 10) return `${Math.round(bytes / (1 << 10))} KB`;
+  return `${bytes} B`;
 }

@@ -38,6 +38,7 @@ export class WorkstreamView {
         this.branching(async (id) => this.onForked?.(await api.fork(id, (await this.turnMessages(turnId)).last))),
       onRestore: (branchId) => this.branching((id) => api.restore(id, branchId)),
       onSummary: (messageId) => this.summary(messageId),
+      onThumb: (attachmentId) => api.attachmentImage(this.wsId, attachmentId),
     });
   }
 
@@ -239,8 +240,8 @@ export class WorkstreamView {
     await api.approve(this.wsId, { approved, feedback });
   }
 
-  async send(message) {
-    await api.send(this.wsId, message);
+  async send(message, attachments = []) {
+    await api.send(this.wsId, message, attachments);
   }
 
   async cancel() {
