@@ -199,6 +199,12 @@ class ModelSettings:
         default = self.base_url is None  # hosted OpenAI/Anthropic models see images
         return bool(self.capabilities.get("supports_vision", default))
 
+    @property
+    def supports_pdf(self) -> bool:
+        """Whether an attached PDF goes as a document part (Anthropic's `document` block, OpenAI's
+        `file` part) rather than as its text: only where `supports_pdf = true` says so."""
+        return bool(self.capabilities.get("supports_pdf", False))
+
 
 @dataclass(frozen=True)
 class RerankerSettings:

@@ -5,7 +5,7 @@ goes to the model in that message, as what the model can take (docs/attachments.
   part; a model that cannot see gets the `[roles] perception` model's description of it
   (app/attachments/perception.py), or a note that says it was not shown;
 - a PDF as its text, read once when it was attached, in a child process with limits
-  (app/attachments/pdf_text.py);
+  (app/attachments/pdf_text.py); to a model that reads PDFs (`supports_pdf`), as the file;
 - UTF-8 text as itself, up to INLINE_TEXT_CHARS;
 - anything else as a line naming it, and how a tool reads it (`read_file attachment:<id>`).
 
@@ -29,6 +29,10 @@ from app.tools.files.images import MAX_IMAGE_BYTES
 
 MAX_PER_MESSAGE = 16
 INLINE_TEXT_CHARS = 100_000  # of a text file or a PDF's text, what the message carries
+# A PDF sent as a document part to a model that reads them, at most: Anthropic takes 100 pages
+# and 32 MB a request; a larger one goes as its text.
+DOCUMENT_MAX_BYTES = 10 * 1024 * 1024
+DOCUMENT_MAX_PAGES = 100
 PDF = "application/pdf"
 
 # Leading bytes of the types the model is sent as themselves (RIFF....WEBP is checked apart).
@@ -102,16 +106,24 @@ def _parts(item: dict[str, Any], row: Attachment, data: bytes) -> list[dict[str,
         return [{"type": "text", "text": header(item, f"{kind}, {size}")}, image]
     if kind == PDF:
         if row.text is None:
-            return [
-                {
-                    "type": "text",
-                    "text": header(item, f"PDF, {size}; {row.text_note or 'its text was not read'}"),
-                }
-            ]
-        pages = f"{row.pages} page{'s' if row.pages != 1 else ''}"
-        return [
-            {"type": "text", "text": header(item, f"PDF, {pages}; its text follows") + "\n" + _cut(row.text)}
-        ]
+            as_text = header(item, f"PDF, {size}; {row.text_note or 'its text was not read'}")
+        else:
+            pages = f"{row.pages} page{'s' if row.pages != 1 else ''}"
+            as_text = header(item, f"PDF, {pages}; its text follows") + "\n" + _cut(row.text)
+        if len(data) > DOCUMENT_MAX_BYTES or (row.pages or 0) > DOCUMENT_MAX_PAGES:
+            return [{"type": "text", "text": as_text}]
+        # A model that reads PDFs (`supports_pdf`) is sent the file after `header`; any other, `text`.
+        document = {
+            "type": "document",
+            "media_type": PDF,
+            "data": base64.b64encode(data).decode("ascii"),
+            "filename": row.filename,
+            "attachment_id": row.id,
+            "header": header(item, f"PDF, {size}"),
+            "text": as_text,
+            "pages": row.pages,
+        }
+        return [document]
     text = _utf8(data)
     if text is not None:
         return [

@@ -104,16 +104,19 @@ def _safe_cut(rows: list[Message], limit: int) -> int:
 
 def estimate_tokens(history: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> int:
     """About how many tokens a request of `history` and `tools` is (no tokeniser: providers
-    differ, and `reserve` absorbs the error). An image counts IMAGE_TOKENS, not its base64."""
+    differ, and `reserve` absorbs the error). An image counts IMAGE_TOKENS, not its base64; an
+    attached PDF its text (counted in the JSON) and IMAGE_TOKENS a page, as a model that reads
+    PDFs is sent each page as text and as a picture."""
     found = [
         part
         for message in history
         if isinstance(message.get("content"), list)
         for part in message["content"]
-        if isinstance(part, dict) and part.get("type") == "image"
+        if isinstance(part, dict) and part.get("type") in ("image", "document")
     ]
     chars = len(dumps(list(history))) + len(dumps(list(tools))) - sum(len(p.get("data") or "") for p in found)
-    return chars // CHARS_PER_TOKEN + IMAGE_TOKENS * len(found)
+    pictures = sum(1 if p["type"] == "image" else p.get("pages") or 1 for p in found)
+    return chars // CHARS_PER_TOKEN + IMAGE_TOKENS * pictures
 
 
 def transcript(chosen: Cover, budget_chars: int) -> str:

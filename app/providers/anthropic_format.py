@@ -31,7 +31,9 @@ def system_text(messages: list[dict]) -> str:
     return "\n\n".join(text_of(m.get("content")) for m in messages if m["role"] == "system")
 
 
-def convert_messages(messages: list[dict], *, supports_vision: bool, web_search: bool) -> list[dict]:
+def convert_messages(
+    messages: list[dict], *, supports_vision: bool, web_search: bool, supports_pdf: bool = False
+) -> list[dict]:
     """User/assistant turns with content blocks; consecutive same-role turns merged.
 
     Tool results become `tool_result` blocks of a user turn, so a batch of
@@ -50,7 +52,7 @@ def convert_messages(messages: list[dict], *, supports_vision: bool, web_search:
     for message in messages:
         if message["role"] == "system":
             continue
-        converted = _conversion(message, supports_vision, web_search)
+        converted = _conversion(message, (supports_vision, supports_pdf), web_search)
         if converted is None:
             continue
         if turns and turns[-1][0] == converted.role:
@@ -70,16 +72,17 @@ class _Converted(NamedTuple):
     turn: Shared
 
 
-def _conversion(message: dict, supports_vision: bool, web_search: bool) -> _Converted | None:
+Sight = tuple[bool, bool]  # whether the model views images, and reads PDFs
+
+
+def _conversion(message: dict, sight: Sight, web_search: bool) -> _Converted | None:
     if isinstance(message, SharedMessage):
-        return message.derived(
-            ("anthropic", supports_vision, web_search), lambda m: _convert(m, supports_vision, web_search)
-        )
-    return _convert(message, supports_vision, web_search)
+        return message.derived(("anthropic", sight, web_search), lambda m: _convert(m, sight, web_search))
+    return _convert(message, sight, web_search)
 
 
-def _convert(message: dict, supports_vision: bool, web_search: bool) -> _Converted | None:
-    blocks = _blocks(message, supports_vision)
+def _convert(message: dict, sight: Sight, web_search: bool) -> _Converted | None:
+    blocks = _blocks(message, sight)
     if not web_search:
         blocks = [_plain(b) for b in blocks if not _is_web_search_block(b)]
     if not blocks:
@@ -151,13 +154,13 @@ def tool_input(arguments: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: arguments}
 
 
-def _blocks(message: dict, supports_vision: bool) -> list[dict]:
+def _blocks(message: dict, sight: Sight) -> list[dict]:
     if message["role"] == "tool":
         return [
             {
                 "type": "tool_result",
                 "tool_use_id": message["tool_call_id"],
-                "content": _result_content(message.get("content"), supports_vision),
+                "content": _result_content(message.get("content"), (sight[0], False)),
             }
         ]
     # What the server ran itself (its tool search and the references it returned) goes
@@ -166,7 +169,7 @@ def _blocks(message: dict, supports_vision: bool) -> list[dict]:
     # citations: then they are the text, and the stored content (which ends with the
     # cited sources as links, for people) is not sent again.
     if message["role"] == "user" and isinstance(message.get("content"), list):  # with attachments
-        content = _result_content(message["content"], supports_vision)
+        content = _result_content(message["content"], sight)
         return (
             content if isinstance(content, list) else [{"type": "text", "text": content}] if content else []
         )
@@ -194,14 +197,19 @@ def _answered(server_blocks: list[dict]) -> list[dict]:
     return [dict(b) for b in server_blocks if b.get("type") != "server_tool_use" or b.get("id") in answered]
 
 
-def _result_content(content: Any, supports_vision: bool) -> str | list[dict]:
-    text, images = split(content, supports_vision)
-    if not images:
+def _result_content(content: Any, sight: Sight) -> str | list[dict]:
+    text, media = split(content, *sight)
+    if not media:
         return text
     blocks: list[dict] = [{"type": "text", "text": text}] if text else []  # no empty text blocks
-    for image in images:
-        source = {"type": "base64", "media_type": image["media_type"], "data": image["data"]}
-        blocks.append({"type": "image", "source": source})
+    for part in media:
+        source = {"type": "base64", "media_type": part["media_type"], "data": part["data"]}
+        if part["type"] == "document":  # an attached PDF, for a model that reads them
+            blocks.append(
+                {"type": "document", "source": source, "title": part.get("filename") or "document.pdf"}
+            )
+        else:
+            blocks.append({"type": "image", "source": source})
     return blocks
 
 

@@ -80,7 +80,10 @@ def request_params(model: ModelSettings, messages: list[dict], tools: list[dict]
         "model": model.model,
         "max_tokens": model.max_tokens or default_max_tokens(model.model),
         "messages": convert_messages(
-            messages, supports_vision=model.supports_vision, web_search=has_web_search(converted_tools)
+            messages,
+            supports_vision=model.supports_vision,
+            web_search=has_web_search(converted_tools),
+            supports_pdf=model.supports_pdf,
         ),
         "stream": True,
     }

@@ -121,11 +121,15 @@ def text_of(content: Any) -> str:
     return str(content)
 
 
-def split(content: Any, supports_vision: bool) -> tuple[str, list[dict[str, Any]]]:
-    """The text to send and the image parts that go with it.
+def split(
+    content: Any, supports_vision: bool, supports_pdf: bool = False
+) -> tuple[str, list[dict[str, Any]]]:
+    """The text to send and the image (and document) parts that go with it.
 
     An image held back (the model cannot see, or the type is not accepted)
-    leaves a note in the text, so the model knows it was not shown.
+    leaves a note in the text, so the model knows it was not shown. A document part
+    (an attached PDF, app/attachments) goes as itself to a model that reads PDFs, else as
+    the text it carries.
     """
     if not isinstance(content, list):
         return text_of(content), []
@@ -136,6 +140,12 @@ def split(content: Any, supports_vision: bool) -> tuple[str, list[dict[str, Any]
             continue
         if part.get("type") == "text":
             texts.append(part.get("text", ""))
+        elif part.get("type") == "document":
+            if supports_pdf:
+                texts.append(part.get("header", ""))
+                images.append(part)
+            else:
+                texts.append(part.get("text", ""))
         elif part.get("type") == "image":
             note = _held_back(part, supports_vision)
             if note is None:

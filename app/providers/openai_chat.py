@@ -63,7 +63,9 @@ def request_params(
     """The chat completion request: the neutral messages are nearly this wire format."""
     params: dict[str, Any] = {
         "model": model.model,
-        "messages": convert_messages(messages, supports_vision=model.supports_vision),
+        "messages": convert_messages(
+            messages, supports_vision=model.supports_vision, supports_pdf=model.supports_pdf
+        ),
         "stream": True,
     }
     if ask_usage:  # a streamed reply reports usage only when asked

@@ -10,7 +10,9 @@ from typing import Any
 from app.providers.content import SERVER_BLOCKS, SharedMessage, split
 
 
-def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dict]:
+def convert_messages(
+    messages: list[dict], *, supports_vision: bool, supports_pdf: bool = False
+) -> list[dict]:
     converted: list[dict] = []
     images: list[dict[str, Any]] = []  # parts for the user message after this run of tool results
     for message in messages:
@@ -22,7 +24,7 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
             converted.append({**message, "content": text})
             images.extend(_image_parts(message["tool_call_id"], text, parts))
         elif message["role"] == "user" and isinstance(message.get("content"), list):
-            converted.append(_user(message, supports_vision))
+            converted.append(_user(message, supports_vision, supports_pdf))
         elif SERVER_BLOCKS in message:  # another provider's server blocks mean nothing here
             converted.append({k: v for k, v in message.items() if k != SERVER_BLOCKS})
         else:  # already the wire format: sent as it is (read, never changed)
@@ -32,22 +34,31 @@ def convert_messages(messages: list[dict], *, supports_vision: bool) -> list[dic
     return converted
 
 
-def _user(message: dict, supports_vision: bool) -> dict:
-    """A user message with parts (its attachments): its text, then its images as data URLs (made
-    once for a message many steps send)."""
+def _user(message: dict, supports_vision: bool, supports_pdf: bool) -> dict:
+    """A user message with parts (its attachments): its text, then its images as data URLs and
+    its PDFs as `file` parts where the model takes them (made once for a message many steps send)."""
     if isinstance(message, SharedMessage):
-        return message.derived(("openai-user", supports_vision), lambda m: _user_parts(m, supports_vision))
-    return _user_parts(message, supports_vision)
+        key = ("openai-user", supports_vision, supports_pdf)
+        return message.derived(key, lambda m: _user_parts(m, supports_vision, supports_pdf))
+    return _user_parts(message, supports_vision, supports_pdf)
 
 
-def _user_parts(message: dict, supports_vision: bool) -> dict:
-    text, images = split(message["content"], supports_vision)
-    if not images:
+def _user_parts(message: dict, supports_vision: bool, supports_pdf: bool) -> dict:
+    text, media = split(message["content"], supports_vision, supports_pdf)
+    if not media:
         return {"role": "user", "content": text}
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    for image in images:
-        url = f"data:{image['media_type']};base64,{image['data']}"
-        parts.append({"type": "image_url", "image_url": {"url": url}})
+    for part in media:
+        url = f"data:{part['media_type']};base64,{part['data']}"
+        if part["type"] == "document":
+            parts.append(
+                {
+                    "type": "file",
+                    "file": {"filename": part.get("filename") or "document.pdf", "file_data": url},
+                }
+            )
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": url}})
     return {"role": "user", "content": parts}
 
 

@@ -83,7 +83,7 @@ def services(
         f'searxng_url = "{searxng_server.url}"\n'  # web_search's backend, a fake SearxNG
         f'[models.claude]\nprovider = "anthropic"\nmodel = "fake-claude"\n'
         f'base_url = "{model_server.anthropic_base_url}"\n'
-        "[models.claude.capabilities]\nsupports_vision = true\n"
+        "[models.claude.capabilities]\nsupports_vision = true\nsupports_pdf = true\n"
         # web_search's reranker, a fake /rerank endpoint
         f'[models.ranker]\nprovider = "rerank"\nmodel = "fake-ranker"\nbase_url = "{reranker_server.url}"\n'
         'api_key_env = "TJ_TEST_RERANK_KEY"\n[models.ranker.capabilities]\nsupports_rerank = true\n'

@@ -176,6 +176,27 @@ def test_a_pdf_goes_as_its_text_read_when_it_was_attached(api, model, open_socke
     )
 
 
+def test_a_model_that_reads_pdfs_gets_the_file_itself(api, model, open_socket, workdir):
+    pdf = text_pdf(["A chart of revenue"])
+    ws_id = api.create_workstream(working_dir=str(workdir), model="claude")  # supports_pdf
+    sock = open_socket(ws_id)
+    sent = attach(api, ws_id, "chart.pdf", pdf, "application/pdf")
+    said = "what does the chart say?"
+    model.enqueue(Reply(text="revenue"), match=said)
+    assert sock.wait_turn_end(send(api, ws_id, said, [sent["attachment_id"]]))["state"] == "idle"
+    text, document = asked(model, said)["messages"][-1]["content"]
+    assert (
+        text["text"]
+        == f"{said}\n\n[attached chart.pdf (PDF, {len(pdf)} bytes): attachment:{sent['attachment_id']}]"
+    )
+    document.pop("cache_control", None)
+    assert document == {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf).decode()},
+        "title": "chart.pdf",
+    }
+
+
 def test_hostile_attachment_lists_are_refused_and_store_nothing(services, api, model, workdir):
     ws_id = api.create_workstream(working_dir=str(workdir))
     mine = attach(api, ws_id, "a.txt", b"hello", "text/plain")["attachment_id"]

@@ -204,3 +204,44 @@ def test_the_child_is_held_to_its_limits(tmp_path, monkeypatch):
     read = pdf_text.extract(b"%PDF-1.4", cpu_seconds=1)
     assert read.note == "its text was not read: it took too long or too much memory"
     assert sys.platform == "linux"
+
+
+def test_a_pdf_goes_as_a_document_to_a_model_that_reads_them_and_as_text_to_others():
+    pdf = text_pdf(["Quarterly numbers"])
+    (document,) = attachments.parts(
+        "",
+        [attachments.summary(row("q.pdf", pdf)[0])],
+        {"id-q.pdf": row("q.pdf", pdf, text="[page 1]\nQuarterly numbers", pages=1)}.get,
+    )[1:]
+    message = {"role": "user", "content": [{"type": "text", "text": "read"}, document]}
+    data = base64.b64encode(pdf).decode()
+    (plain,) = openai_format.convert_messages([message], supports_vision=True)
+    assert plain["content"].endswith(
+        "(PDF, 1 page; its text follows): attachment:id-q.pdf]\n[page 1]\nQuarterly numbers"
+    )
+    (reading,) = openai_format.convert_messages([message], supports_vision=True, supports_pdf=True)
+    assert reading["content"] == [
+        {"type": "text", "text": f"read\n\n[attached q.pdf (PDF, {len(pdf)} bytes): attachment:id-q.pdf]"},
+        {"type": "file", "file": {"filename": "q.pdf", "file_data": f"data:application/pdf;base64,{data}"}},
+    ]
+    (turn,) = anthropic_format.convert_messages(
+        [message], supports_vision=True, web_search=False, supports_pdf=True
+    )
+    assert turn["content"][1] == {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+        "title": "q.pdf",
+    }
+    (turn,) = anthropic_format.convert_messages([message], supports_vision=True, web_search=False)
+    assert [b["type"] for b in turn["content"]] == ["text"] and "Quarterly numbers" in turn["content"][0][
+        "text"
+    ]
+    # Counted as its text and a picture a page, not as its base64.
+    assert estimate_tokens([message], []) < len(document["text"]) // 4 + IMAGE_TOKENS + 200
+
+
+def test_a_pdf_over_the_document_limits_goes_as_its_text(monkeypatch):
+    monkeypatch.setattr(attachments, "DOCUMENT_MAX_PAGES", 1)
+    many = row("long.pdf", b"%PDF-1.4 x", text="[page 1]\na\n\n[page 2]\nb", pages=2)
+    (part,) = attachments.parts("", [attachments.summary(many[0])], {"id-long.pdf": many}.get)[1:2]
+    assert part["type"] == "text" and part["text"].endswith("[page 2]\nb")
