@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mimetypes
 import os
 import queue
 import re
@@ -21,7 +22,7 @@ from rich.console import Console
 from turnstone_jobs.client import Client, EventStream
 from turnstone_jobs.errors import ApiError, ClientError, ConflictError
 from turnstone_jobs.render import Renderer
-from turnstone_jobs.results import ApprovalItem, Event
+from turnstone_jobs.results import ApprovalItem, Attachment, Event
 
 HISTORY_FILE = Path("~/.turnstone_jobs_history")
 HISTORY_LINES = 1000
@@ -30,11 +31,14 @@ CHECK_AFTER_POLLS = 25  # a followed turn quiet this many polls (5 s): ask the s
 # An approval answer: the word, then feedback after a space or a comma (`y, use full path`).
 ANSWER = re.compile(r"(yes|no|always|edit|y|n|a|e)(?:\s*,\s*|\s+|$)(.*)", re.IGNORECASE | re.DOTALL)
 
+MAX_ATTACHMENT_BYTES = 32 * 1024 * 1024  # the service's limit for one file
+
 HELP = """\
 commands:
   /approve [CALL_ID|all] [FEEDBACK]  approve a waiting call (all of them by default)
   /deny [CALL_ID|all] [FEEDBACK]     deny a waiting call (all of them by default)
   /cancel                            cancel the running turn (Ctrl-C does too)
+  /attach [FILE]                     send FILE with your next message (none: what is attached)
   /history [N]                       the last N messages (10)
   /compact                           summarise the older messages now (they stay stored)
   /summary                           the newest summary and the messages it stands for
@@ -97,6 +101,7 @@ class Chat:
         self.name = ws_id
         self.stream: EventStream | None = None
         self.events: queue.Queue[Event | BaseException | str] = queue.Queue()
+        self.outgoing: list[Attachment] = []  # /attach: files that go with the next message
 
     # -- the loop ------------------------------------------------------------------
 
@@ -138,7 +143,10 @@ class Chat:
             if text.startswith("/"):
                 self.command(text)
             else:
-                self.follow(self.client.send(self.ws_id, line).turn_id)
+                ids = [a.attachment_id for a in self.outgoing]
+                sent = self.client.send(self.ws_id, line, attachments=ids or None)
+                self.outgoing = []
+                self.follow(sent.turn_id)
         except ClientError as exc:
             self.render.line(f"error: {exc}", "red")
 
@@ -149,6 +157,7 @@ class Chat:
         if self.stream is not None:
             self.stream.close()
         self.ws_id, self.name = ws.ws_id, ws.name
+        self.outgoing = []  # attached to the workstream left, not to this one
         self.events = queue.Queue()
         self.stream = self.client.events(ws_id, after=history.last_event_id)
         self.stream.on_reconnect = lambda last: self.events.put(f"(reconnected; resuming after event {last})")
@@ -331,6 +340,28 @@ class Chat:
         raise Leave
 
     cmd_exit = cmd_quit
+
+    def cmd_attach(self, rest: str) -> None:
+        if not rest:
+            names = ", ".join(a.filename for a in self.outgoing) or "nothing"
+            self.render.line(f"attached to your next message: {names}", "dim")
+            return
+        path = Path(rest).expanduser()
+        try:
+            if path.stat().st_size > MAX_ATTACHMENT_BYTES:
+                self.render.line(
+                    f"{rest}: over the attachment limit of {MAX_ATTACHMENT_BYTES:,} bytes", "red"
+                )
+                return
+            content = path.read_bytes()
+        except OSError as exc:
+            self.render.line(f"{rest}: {exc.strerror or exc}", "red")
+            return
+        media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        attached = self.client.attach(self.ws_id, content, path.name, media_type)
+        self.outgoing.append(attached)
+        read = f" (its text will not reach the model: {attached.text_note})" if attached.text_note else ""
+        self.render.line(f"attached {attached.filename}: it goes with your next message{read}", "dim")
 
     def cmd_approve(self, rest: str) -> None:
         self._decide(True, rest)

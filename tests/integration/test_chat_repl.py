@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -466,3 +467,27 @@ def test_an_approval_shows_the_judges_verdict_and_a_guarded_result_says_so(chat,
     repl.expect("Printed.")
     repl.prompt()
     assert key not in repl.screen().replace(f"echo {key}", "")  # only the command the model asked for
+
+
+def test_slash_attach_sends_a_file_with_the_next_message(chat, model, api, tmp_path):
+    repl = chat("--new", "attaching")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the launch is on Friday\n")
+    repl.say(f"/attach {notes}")
+    repl.expect("attached notes.txt: it goes with your next message")
+    repl.prompt()
+    repl.say("/attach /no/such/file.txt")
+    repl.expect("No such file or directory")
+    repl.prompt()
+    repl.say("/attach")
+    repl.expect("attached to your next message: notes.txt")
+    repl.prompt()
+    model.enqueue(Reply(text="Friday it is"), match="when is the launch")
+    repl.say("when is the launch?")
+    repl.expect("Friday it is")
+    repl.prompt()
+    assert "the launch is on Friday" in json.dumps(model.history[-1].body["messages"][-1])
+    (user,) = [m for m in api.history(repl.ws_id) if m["role"] == "user"]
+    assert [a["filename"] for a in user["attachments"]] == ["notes.txt"]
+    repl.say("/attach")  # sent: the next message goes alone
+    repl.expect("attached to your next message: nothing")
