@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from app.taskqueue import SWEEP_TASK, WATCH_PASS_TASK
+from app.taskqueue import MODEL_HEALTH_TASK, SWEEP_TASK, WATCH_PASS_TASK
 
-HOUSEKEEPING_TASKS = frozenset({SWEEP_TASK, WATCH_PASS_TASK})
+HOUSEKEEPING_TASKS = frozenset({SWEEP_TASK, WATCH_PASS_TASK, MODEL_HEALTH_TASK})
 # Where Celery logs a task sent by beat, received, and done (celery/beat.py, worker/strategy.py,
 # app/trace.py): each names the task in its record's arguments.
 CELERY_LOGGERS = ("celery.beat", "celery.worker.strategy", "celery.app.trace")

@@ -137,6 +137,10 @@ SOCKET_REAUTH_SECONDS = 10.0
 DEFAULT_SOCKET_PING_SECONDS = 25.0
 # watch (app/watches): beat's pass over due watches runs every `watch_poll_seconds`.
 WATCH_POLL_SECONDS_ENV = "TURNSTONE_WATCH_POLL_SECONDS"
+# Models' servers probed by beat this often (app/providers/health.py); 0: never (a step's
+# failures still mark a model degraded).
+MODEL_HEALTH_SECONDS_ENV = "TURNSTONE_MODEL_HEALTH_SECONDS"
+DEFAULT_MODEL_HEALTH_SECONDS = 60.0
 # Polls running at once across the service (`[tools] watch_poll_concurrency`): polls share the
 # workers' threads with people's approved calls, and must never take them all.
 DEFAULT_WATCH_POLL_CONCURRENCY = 4
@@ -309,6 +313,7 @@ class Settings:
     stale_after_seconds: float = DEFAULT_STALE_AFTER_SECONDS
     sweep_interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
     watch_poll_seconds: float = DEFAULT_WATCH_POLL_SECONDS
+    model_health_seconds: float = DEFAULT_MODEL_HEALTH_SECONDS
     replay_log_length: int = DEFAULT_REPLAY_LOG_LENGTH
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     model_retries: int = DEFAULT_MODEL_RETRIES
@@ -433,6 +438,9 @@ class Settings:
             sockets_per_process=_count(env, "TURNSTONE_SOCKETS_PER_PROCESS", DEFAULT_SOCKETS_PER_PROCESS),
             fork_copy_max_bytes=_count(env, "TURNSTONE_FORK_COPY_MAX_BYTES", DEFAULT_FORK_COPY_MAX_BYTES),
             watch_poll_seconds=_float(env.get(WATCH_POLL_SECONDS_ENV, DEFAULT_WATCH_POLL_SECONDS)),
+            model_health_seconds=_off_or_positive(
+                env.get(MODEL_HEALTH_SECONDS_ENV, DEFAULT_MODEL_HEALTH_SECONDS), MODEL_HEALTH_SECONDS_ENV
+            ),
             mcp_servers=_mcp_servers(config.get("mcp", {}), env.get(MCP_CONFIG_ENV)),
             mcp_health_seconds=_float(env.get("TURNSTONE_MCP_HEALTH_SECONDS", DEFAULT_MCP_HEALTH_SECONDS)),
             memory=_memory_settings(config.get("memory", {})),
@@ -763,6 +771,13 @@ def _env_api_key(provider: str, env: Mapping[str, str], named: str | None) -> st
     return (env.get(name) or None) if name else None
 
 
+def _whole(value: Any, name: str) -> int:
+    """A whole number of at least 1 (a TOML integer, or its text in the environment)."""
+    if isinstance(value, bool | float) or not str(value).strip().isdigit() or int(value) < 1:
+        raise SettingsError(f"{name} must be a whole number of 1 or more, got {value!r}")
+    return int(value)
+
+
 def _int(value: Any, name: str) -> int:
     try:
         return int(value)
@@ -780,6 +795,11 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
 
 def _float(value: Any) -> float:
     return float(value)
+
+
+def _off_or_positive(value: Any, name: str) -> float:
+    """Seconds above 0, or 0 for off."""
+    return 0.0 if str(value).strip() in ("0", "0.0") else _positive(value, name)
 
 
 def _positive(value: Any, name: str) -> float:
@@ -940,6 +960,10 @@ WEBHOOK_GIVE_UP_SECONDS = 24 * 3600.0  # a delivery not accepted this long after
 DEFAULT_WEBHOOK_TIMEOUT_SECONDS = 10.0  # one attempt: connect, send, answer
 WEBHOOK_ALLOW_PRIVATE_ENV = "TURNSTONE_WEBHOOKS_ALLOW_PRIVATE_NETWORK"
 WEBHOOK_RETRY_DELAYS_ENV = "TURNSTONE_WEBHOOK_RETRY_DELAYS"  # "5,300,1800": for tests and operators
+# Attempts a worker process makes at once (`[webhooks] concurrency`): a slow receiver holds a
+# worker thread for up to the timeout, and must never hold all of them.
+DEFAULT_WEBHOOK_CONCURRENCY = 4
+WEBHOOK_CONCURRENCY_ENV = "TURNSTONE_WEBHOOK_CONCURRENCY"
 
 
 @dataclass(frozen=True)
@@ -951,12 +975,13 @@ class WebhookSettings:
     retry_delays: tuple[float, ...] = DEFAULT_WEBHOOK_RETRY_DELAYS
     timeout_seconds: float = DEFAULT_WEBHOOK_TIMEOUT_SECONDS
     give_up_seconds: float = WEBHOOK_GIVE_UP_SECONDS
+    concurrency: int = DEFAULT_WEBHOOK_CONCURRENCY
 
 
 def _webhook_settings(section: Any, env: Mapping[str, str]) -> WebhookSettings:
     if not isinstance(section, Mapping):
         raise SettingsError("[webhooks] must be a table")
-    unknown = set(section) - {"allow_private_network", "retry_delays", "timeout_seconds"}
+    unknown = set(section) - {"allow_private_network", "retry_delays", "timeout_seconds", "concurrency"}
     if unknown:
         raise SettingsError(f"[webhooks]: unknown key(s) {', '.join(sorted(unknown))}")
     private = env.get(WEBHOOK_ALLOW_PRIVATE_ENV)
@@ -977,6 +1002,10 @@ def _webhook_settings(section: Any, env: Mapping[str, str]) -> WebhookSettings:
         retry_delays=retry,
         timeout_seconds=_positive(
             section.get("timeout_seconds", DEFAULT_WEBHOOK_TIMEOUT_SECONDS), "[webhooks] timeout_seconds"
+        ),
+        concurrency=_whole(
+            env.get(WEBHOOK_CONCURRENCY_ENV, section.get("concurrency", DEFAULT_WEBHOOK_CONCURRENCY)),
+            f"{WEBHOOK_CONCURRENCY_ENV} ([webhooks] concurrency)",
         ),
     )
 

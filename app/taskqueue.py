@@ -31,6 +31,7 @@ PUSH_APPROVAL_TASK = (
     "turnstone.push_approval"  # a step's waiting calls sent to the owner (app/approval_links.py)
 )
 JUDGE_TASK = "turnstone.judge"  # a judge model's verdicts on a step's waiting calls (app/judge/model.py)
+MODEL_HEALTH_TASK = "turnstone.model_health"  # beat: every model's server probed (app/providers/health.py)
 
 MODEL_QUEUE = "model_steps"
 TOOLS_QUEUE = "tool_batches"
@@ -70,6 +71,7 @@ def make_celery(settings: Settings, name: str = "turnstone-jobs") -> Celery:
             TITLE_TASK: {"queue": MODEL_QUEUE},
             JUDGE_TASK: {"queue": MODEL_QUEUE},
             PUSH_APPROVAL_TASK: {"queue": CONTROL_QUEUE},
+            MODEL_HEALTH_TASK: {"queue": CONTROL_QUEUE},
         },
         broker_transport=TRANSPORT,  # kombu's Redis transport, which a dropped link cannot crash
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},

@@ -1,4 +1,5 @@
-"""The beat schedule (`celery -A beat beat`): recovery sweeps, housekeeping, the watches' pass.
+"""The beat schedule (`celery -A beat beat`): recovery sweeps, housekeeping, the watches' pass,
+the models' health probes.
 Run exactly one."""
 
 from typing import Any
@@ -7,7 +8,7 @@ from celery.signals import beat_init
 
 from app import gc_settle, housekeeping
 from app.settings import Settings
-from app.taskqueue import SWEEP_TASK, WATCH_PASS_TASK, make_celery
+from app.taskqueue import MODEL_HEALTH_TASK, SWEEP_TASK, WATCH_PASS_TASK, make_celery
 
 # A sweep not started within this many intervals is dropped: a newer one is queued by then.
 SWEEP_EXPIRY_INTERVALS = 6
@@ -28,6 +29,12 @@ app.conf.beat_schedule = {
         "options": {"expires": _settings.watch_poll_seconds * SWEEP_EXPIRY_INTERVALS},
     },
 }
+if _settings.model_health_seconds > 0:  # the models' servers probed (app/providers/health.py)
+    app.conf.beat_schedule["model-health"] = {
+        "task": MODEL_HEALTH_TASK,
+        "schedule": _settings.model_health_seconds,
+        "options": {"expires": _settings.model_health_seconds},
+    }
 
 
 @beat_init.connect

@@ -14,6 +14,7 @@ from app.compaction import manual as compaction
 from app.engine.life import calls, cancel
 from app.engine.running import chain, sweeper
 from app.judge import model as judge_model
+from app.providers import health
 from app.runtime import Runtime
 from app.sandbox import folders
 from app.settings import Settings
@@ -23,6 +24,7 @@ from app.taskqueue import (
     DELIVER_WEBHOOK_TASK,
     FINISH_CALL_TASK,
     JUDGE_TASK,
+    MODEL_HEALTH_TASK,
     MODEL_STEP_TASK,
     PUSH_APPROVAL_TASK,
     STOP_CHILDREN_TASK,
@@ -139,6 +141,13 @@ def sweep() -> int:
 @shared_task(name=WATCH_PASS_TASK)
 def watch_pass() -> int:
     return poller.run_pass(runtime())
+
+
+@shared_task(name=MODEL_HEALTH_TASK)
+def model_health() -> int:
+    """Probe every model's server; how many are degraded."""
+    rt = runtime()
+    return sum(h.state == health.DEGRADED for h in health.check_all(rt.redis, rt.settings).values())
 
 
 @shared_task(name=WATCH_POLL_TASK)

@@ -9,18 +9,28 @@ private host); the family says what kind of server it is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from app.providers.health import Health
 from app.providers.profiles import family_of
 from app.settings import WEB_SEARCH_CAPABILITY, ModelSettings, Settings
 
 
-def listing(settings: Settings) -> dict[str, Any]:
-    """Every configured model, chat models first then by name, with the default's name."""
+def listing(settings: Settings, health: Mapping[str, Health] | None = None) -> dict[str, Any]:
+    """Every configured model, chat models first then by name, with the default's name; each
+    with its `health` (app/providers/health.py) where one is recorded."""
     default = settings.model()
     models = sorted(settings.models.values(), key=lambda m: (not m.is_chat_model, m.name))
+    found = health or {}
     return {
-        "models": [_described(settings, m, is_default=m is default) for m in models],
+        "models": [
+            {
+                **_described(settings, m, is_default=m is default),
+                "health": found[m.name].as_dict() if m.name in found else None,
+            }
+            for m in models
+        ],
         "default": default.name if default is not None else settings.default_model,
     }
 
@@ -43,4 +53,5 @@ def _described(settings: Settings, model: ModelSettings, is_default: bool) -> di
         # the configured window only: asking the model's server would make this read slow
         "context_window": settings.compaction.rules(model.name).context_window if chat else None,
         "default": is_default,
+        "pdf": chat and model.supports_pdf,
     }

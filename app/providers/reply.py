@@ -83,7 +83,7 @@ def stream_reply(
     chain = [_target(model, messages, tools, retries, backoff_seconds, options)]
     for other in fallbacks:
         try:  # a fallback with no key is passed over; the first model's missing key is an error
-            chain.append(_target(other, messages, _portable(tools), retries, backoff_seconds, options))
+            chain.append(_target(other, messages, portable(tools), retries, backoff_seconds, options))
         except ModelNotConfiguredError:
             continue
     return stream_chain(chain, should_stop=should_stop)
@@ -139,7 +139,7 @@ def _target(
     )
 
 
-def _portable(tools: list[dict]) -> list[dict]:
+def portable(tools: list[dict]) -> list[dict]:
     """The tools a fallback is offered: the functions, not the first model's provider-side
     tools (its native web search), which another provider may not have."""
     return [t for t in tools if t.get("type", "function") == "function"]

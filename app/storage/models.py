@@ -650,6 +650,9 @@ class WebhookDelivery(SQLModel, table=True):
     attempts: int = 0
     next_attempt_at: datetime | None = Field(default=None, index=True)
     claimed_until: datetime | None = None  # an attempt under way (a worker died in it: retried after)
+    # Sent to the workers for its next attempt: the sweep sends it again only once this passes
+    # (app/webhooks/deliveries.py), so a backlog is never sent twice.
+    queued_until: datetime | None = None
     last_status: int | None = None
     last_error: str | None = Field(default=None, sa_column=Column(SafeText))
     created_at: datetime = Field(default_factory=utcnow)

@@ -56,6 +56,7 @@ RULES: dict[str, Rule] = {
     "api.cancel_watch": Rule(Scope.WRITE, owned=True),
     "api.change_workstream": Rule(Scope.WRITE, owned=True),  # rename, model, pin, archive
     "api.list_models": Rule(Scope.READ),  # the configured models: no keys, no addresses
+    "api.check_models": Rule(Scope.ADMIN),  # probes every model's server
     # branching (app/web/branches.py)
     "branches.fork": Rule(Scope.WRITE, owned=True),
     "branches.rewind": Rule(Scope.WRITE, owned=True),

@@ -9,7 +9,7 @@ from flask import Blueprint, current_app, jsonify, request
 from app.coordination import children, tasklist
 from app.engine.conversation import stored
 from app.engine.life import changes, workstreams
-from app.providers import catalog
+from app.providers import catalog, health
 from app.runtime import Runtime
 from app.tools.commands import background
 from app.tools.core.tool import INTERACTIVE
@@ -109,9 +109,23 @@ def change_workstream(ws_id: str, body: shapes.WorkstreamChange) -> Any:
 
 
 @api.get("/models")
-@operation("The configured models, what each can do, and the default", answers={200: shapes.ModelList})
+@operation(
+    "The configured models, what each can do, how each server is doing, and the default",
+    answers={200: shapes.ModelList},
+)
 def list_models() -> Any:
-    return _reply(200, catalog.listing(_rt().settings))
+    rt = _rt()
+    return _reply(200, catalog.listing(rt.settings, health.read(rt.redis, rt.settings.models)))
+
+
+@api.post("/models/check")
+@operation(
+    "Probe every chat model's server now (admins); the models with what each showed",
+    answers={200: shapes.ModelList},
+)
+def check_models() -> Any:
+    rt = _rt()
+    return _reply(200, catalog.listing(rt.settings, health.check_all(rt.redis, rt.settings)))
 
 
 @api.delete("/workstreams/<ws_id>")

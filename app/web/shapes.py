@@ -257,6 +257,16 @@ class ModelInfo(Answer):
     web_search: bool = Field(description="searches the web on the provider's side")
     context_window: int | None = Field(description="tokens, where configured; null: not known here")
     default: bool = Field(description="the model a workstream without one uses")
+    pdf: bool = Field(description="reads an attached PDF as the file itself (docs/attachments.md)")
+    health: ModelHealth | None = Field(
+        description="its server as last probed; null: not checked lately (docs/providers.md#health)"
+    )
+
+
+class ModelHealth(Answer):
+    state: Literal["ok", "degraded"]
+    reason: str | None = Field(description="degraded: why")
+    checked_at: float = Field(description="Unix seconds: when its server was probed")
 
 
 class ModelList(Answer):

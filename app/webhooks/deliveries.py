@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import Row, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
@@ -25,7 +26,11 @@ from app.webhooks import endpoints, signing
 log = logging.getLogger(__name__)
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+BUSY = "busy"  # an attempt's task outcome: this worker's slots were all taken, sent again later
 CLAIM_MARGIN_SECONDS = 30.0  # past an attempt's timeout: its worker died, the claim lapses
+# A delivery sent to the workers is theirs for this long: the sweep sends it again only after
+# (its task was lost with a broker, or is still queued behind a backlog that long).
+QUEUE_LEASE_SECONDS = 120.0
 MAX_ERROR_CHARS = 500
 MAX_LISTED = 200
 
@@ -65,7 +70,9 @@ def record(
             "created_at": now,
         }
         statement = dialect.insert(WebhookDelivery).values(**values).on_conflict_do_nothing()
-        if s.connection().execute(statement).rowcount == 1:
+        # RETURNING, not rowcount: psycopg reports -1 for an insert that may do nothing, and a
+        # delivery recorded but not sent would wait for the sweep (and the queue lease below).
+        if s.connection().execute(statement.returning(col(WebhookDelivery.id))).first() is not None:
             made.append(msg_id)
     return made
 
@@ -77,8 +84,41 @@ def takes(events: list[str], event_type: str) -> bool:
     return not events or event_type in events
 
 
+_slots: threading.BoundedSemaphore | None = None
+_slots_lock = threading.Lock()
+
+
+def _process_slots(concurrency: int) -> threading.BoundedSemaphore:
+    global _slots
+    with _slots_lock:
+        if _slots is None:
+            _slots = threading.BoundedSemaphore(concurrency)
+        return _slots
+
+
 def attempt(rt: Runtime, delivery_id: str) -> str | None:
-    """One attempt, if the delivery is due and nobody is attempting it; its status after."""
+    """One attempt, if the delivery is due and nobody is attempting it; its status after. A
+    worker process makes `[webhooks] concurrency` attempts at once: a slow receiver holds a
+    thread until its timeout, and the threads are the whole service's. Past that the delivery
+    is handed back (`busy`) for the next sweep to send again."""
+    slots = _process_slots(rt.settings.webhooks.concurrency)
+    if not slots.acquire(blocking=False):
+        _hand_back(rt, delivery_id)
+        return BUSY
+    try:
+        return _attempt(rt, delivery_id)
+    finally:
+        slots.release()
+
+
+def _hand_back(rt: Runtime, delivery_id: str) -> None:
+    with rt.db.session() as s:
+        s.exec(
+            update(WebhookDelivery).where(col(WebhookDelivery.id) == delivery_id).values(queued_until=None)
+        )
+
+
+def _attempt(rt: Runtime, delivery_id: str) -> str | None:
     settings = rt.settings.webhooks
     now = utcnow()
     with rt.db.session() as s:
@@ -144,7 +184,7 @@ def _settle(rt: Runtime, delivery: WebhookDelivery, code: int | None, error: str
         s.exec(
             update(WebhookDelivery)
             .where(col(WebhookDelivery.id) == delivery.id)
-            .values(claimed_until=None, last_status=code, last_error=error, **values)
+            .values(claimed_until=None, queued_until=None, last_status=code, last_error=error, **values)
         )
     outcome = str(values.get("status", PENDING))
     WEBHOOK_ATTEMPTS.labels(outcome="retry" if outcome == PENDING else outcome).inc()
@@ -152,20 +192,32 @@ def _settle(rt: Runtime, delivery: WebhookDelivery, code: int | None, error: str
 
 
 def due(rt: Runtime, limit: int = 500) -> list[str]:
-    """Pending deliveries whose time has come and that nobody is attempting."""
+    """Pending deliveries whose time has come, that nobody is attempting and that are not sent
+    to the workers already; each is marked sent (`queued_until`) here, so the sweep after this
+    one does not send it again while it waits in the queue."""
     now = utcnow()
-    with rt.db.reader() as s:
+    free = or_(col(WebhookDelivery.queued_until).is_(None), col(WebhookDelivery.queued_until) < now)
+    with rt.db.session() as s:
         rows = s.exec(
             select(WebhookDelivery.id)
             .where(
                 col(WebhookDelivery.status) == PENDING,
                 col(WebhookDelivery.next_attempt_at) <= now,
                 or_(col(WebhookDelivery.claimed_until).is_(None), col(WebhookDelivery.claimed_until) < now),
+                free,
             )
             .order_by(col(WebhookDelivery.next_attempt_at))
             .limit(limit)
         ).all()
-    return list(rows)
+        if not rows:
+            return []
+        taken = s.exec(
+            update(WebhookDelivery)
+            .where(col(WebhookDelivery.id).in_(list(rows)), free)
+            .values(queued_until=now + timedelta(seconds=QUEUE_LEASE_SECONDS))
+            .returning(col(WebhookDelivery.id))
+        ).all()
+    return [row[0] if isinstance(row, tuple | Row) else row for row in taken]
 
 
 def log_of(rt: Runtime, endpoint_id: str, limit: int) -> list[dict[str, Any]]:
@@ -207,6 +259,7 @@ def redeliver(rt: Runtime, endpoint_id: str, delivery_id: str) -> dict[str, Any]
         if row.claimed_until is not None and aware(row.claimed_until) > utcnow():
             raise ConflictError(f"delivery {delivery_id} is being attempted now")
         row.status, row.next_attempt_at, row.claimed_until = PENDING, utcnow(), None
+        row.queued_until = utcnow() + timedelta(seconds=QUEUE_LEASE_SECONDS)  # sent just below
         s.add(row)
     rt.queue.deliver_webhook(delivery_id)
     with rt.db.reader() as s:

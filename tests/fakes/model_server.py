@@ -190,6 +190,7 @@ class FakeModelServer:
         self.title_requests: list[RecordedRequest] = []  # app/titles.py's (TITLE_REQUEST_MARKER)
         self._titles: list[_Scripted] = []
         self.listings: list[str] = []  # GET paths (/models): what lists, not what asks the model
+        self.listing_status: int | None = None  # set: GET /models answers this status
         # True: answer 400 to any OpenAI request that carries `stream_options`.
         self.refuses_stream_options = False
         # Seconds every unscripted answer waits before it starts (a model's latency, for benchmarks).
@@ -288,6 +289,7 @@ class FakeModelServer:
             self.prefixes.clear()
             self._last_prefix_text = ""
             self.prompt_cache = False
+            self.listing_status = None
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         with self._changed:
@@ -384,6 +386,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake.listings.append(self.path)
         if path != "/models":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        if self.fake.listing_status is not None:  # a server that is down (a health probe's view)
+            self._send_json(self.fake.listing_status, {"error": {"message": "down for a test"}})
             return
         model = {"id": FAKE_MODEL_ID, "object": "model", "created": 0, "owned_by": "fake"}
         model |= {"type": "model", "display_name": "Fake model", "created_at": "2024-01-01T00:00:00Z"}

@@ -213,6 +213,8 @@ class Services:
             "TURNSTONE_STALE_AFTER_SECONDS": "5",
             "TURNSTONE_SWEEP_INTERVAL_SECONDS": "1",
             "TURNSTONE_WATCH_POLL_SECONDS": "1",  # beat's pass over due watches (15 s in production)
+            # no probes of the models' servers on beat's clock: test_model_health.py sends its own
+            "TURNSTONE_MODEL_HEALTH_SECONDS": "0",
             # webhooks to test receivers on loopback, retried twice a second apart (test_webhooks.py)
             "TURNSTONE_WEBHOOKS_ALLOW_PRIVATE_NETWORK": "1",
             "TURNSTONE_WEBHOOK_RETRY_DELAYS": "1,1,3600",

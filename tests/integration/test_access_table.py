@@ -76,6 +76,14 @@ class World:
             s.add(branch)
         return branch.id
 
+    def fresh_attachment(self) -> str:
+        """A file attached to the shared workstream (its bytes are the owner's to read)."""
+        r = self.owner.api(self.services).http.post(
+            f"/v1/api/workstreams/{self.ws_id}/attachments", files={"file": ("a.txt", b"owned", "text/plain")}
+        )
+        assert r.status_code == 201, r.text
+        return str(r.json()["attachment_id"])
+
     def fresh_message(self) -> str:
         """A user message of the shared workstream's conversation (an edit takes the one it edits)."""
         with Database(self.services.env["DATABASE_URL"]).session() as s:
@@ -217,6 +225,7 @@ def fill(path: str, world: World, method: str = "GET") -> str:
         "path": lambda: "style.css",
         "branch_id": world.fresh_branch,
         "message_id": world.fresh_message,
+        "attachment_id": world.fresh_attachment,
         "run_id": world.fresh_run,
         "endpoint_id": world.fresh_endpoint,
         "schedule_id": world.fresh_schedule,

@@ -335,3 +335,63 @@ def test_turn_completed_and_a_runs_and_a_schedules_own_endpoint(api, model, serv
     finally:
         turns.close()
         own.close()
+
+
+class SlowReceiver(Receiver):
+    """A receiver that takes `seconds` over each POST, counting how many it holds at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.holding, self.most = seconds, 0, 0
+        self.lock = threading.Lock()
+        super().__init__()
+        plain = self.server.RequestHandlerClass.do_POST
+        slow = self
+
+        def do_post(handler: BaseHTTPRequestHandler) -> None:
+            with slow.lock:
+                slow.holding += 1
+                slow.most = max(slow.most, slow.holding)
+            try:
+                time.sleep(slow.seconds)
+                plain(handler)
+            finally:
+                with slow.lock:
+                    slow.holding -= 1
+
+        self.server.RequestHandlerClass.do_POST = do_post  # type: ignore[method-assign]
+
+
+def test_slow_receivers_hold_a_few_workers_and_each_delivery_is_sent_once(api, model, services):
+    # 12 turns end at once; their turn.completed deliveries go to a receiver that takes 3 s each.
+    # A worker (8 threads here) attempts at most [webhooks] concurrency (4) of them at once, so a
+    # turn started meanwhile runs on the threads left; each delivery is POSTed once.
+    mine = People(services).user("hooks-slow").api(services)
+    slow = SlowReceiver(3.0)
+    try:
+        endpoint = register(mine, slow.url, events=["turn.completed"])
+        workstreams = [mine.create_workstream() for _ in range(12)]
+        for ws_id in workstreams:
+            model.enqueue(Reply(text="done quickly"), match=f"slow {ws_id}")
+            mine.send(ws_id, f"slow {ws_id}")
+        for ws_id in workstreams:
+            mine.wait_idle(ws_id)
+        wait_until(lambda: slow.holding >= 3, timeout=30, what="the deliveries under way")
+        # While the receiver holds them, another turn (a model step and a tool batch) still runs.
+        ws_id = mine.create_workstream(auto_approve=True)
+        model.enqueue(
+            Reply(tool_calls=[ToolCall("bash", {"command": "echo meanwhile"}, id="m1")]), match="meanwhile"
+        )
+        model.enqueue(Reply(text="ran meanwhile"), match="meanwhile")
+        started = time.monotonic()
+        mine.send(ws_id, "meanwhile")
+        assert mine.wait_idle(ws_id, timeout=30)["state"] == "idle"
+        assert time.monotonic() - started < 9, "a turn waited behind the slow deliveries"
+        wait_until(lambda: len(slow.received) >= 13, timeout=60, what="every delivery")
+        time.sleep(2.5)  # two more sweeps: nothing is sent again
+        ids = [headers["webhook-id"] for headers, _ in slow.received]
+        assert len(ids) == len(set(ids)) == 13  # the 12, and the turn's that ran meanwhile
+        assert slow.most <= 4, f"{slow.most} attempts at once"
+        listed = mine.http.get(f"/v1/api/webhooks/{endpoint['endpoint_id']}/deliveries").json()["deliveries"]
+        assert {d["status"] for d in listed} == {"delivered"} and {d["attempts"] for d in listed} == {1}
+    finally:
+        slow.close()

@@ -133,3 +133,17 @@ def test_sandbox_data_root_comes_from_the_environment_first(tmp_path):
 def test_a_sandbox_value_the_service_cannot_use_is_refused_by_name(section):
     with pytest.raises(SettingsError, match=r"\[sandbox\]"):
         Settings.from_mapping({"sandbox": section}, {})
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "expected"),
+    [({}, {}, 4), ({"concurrency": 2}, {}, 2), ({"concurrency": 2}, {"TURNSTONE_WEBHOOK_CONCURRENCY": "6"}, 6)],
+)
+def test_webhook_attempts_at_once_per_worker(config, env, expected):
+    assert Settings.from_mapping({"webhooks": config}, env).webhooks.concurrency == expected
+
+
+@pytest.mark.parametrize("bad", [0, -1, "many", 1.5])
+def test_a_bad_webhook_concurrency_is_refused(bad):
+    with pytest.raises(SettingsError, match="TURNSTONE_WEBHOOK_CONCURRENCY"):
+        Settings.from_mapping({"webhooks": {"concurrency": bad}}, {})

@@ -27,10 +27,10 @@ from app.metrics import recording
 from app.policies import rules
 from app.policies import store as policy_store
 from app.policies.rules import EMPTY as EMPTY_POLICY
-from app.providers import ModelError, stream_reply
+from app.providers import ModelError, health, stream_reply
 from app.providers.anthropic_format import referenced_tools
 from app.providers.errors import ContextWindowError
-from app.providers.reply import service_options
+from app.providers.reply import portable, service_options
 from app.runtime import Runtime
 from app.sandbox.reach import Roots
 from app.settings import ModelSettings
@@ -200,18 +200,31 @@ def _stream(
 ) -> Reply:
     """The model's answer; `delta` sends its text as it comes (best-effort: the stored answer
     is what counts), `publish` the step's other events (which wait out a Redis fault)."""
-    reply = Reply(model=model.name)
+    # A degraded model with a fallback that is not goes after it (app/providers/health.py).
+    first, fallbacks, skipped = health.healthy_first(rt.redis, model, _fallbacks(rt, model))
+    if skipped is not None:
+        tools = portable(tools)  # another provider's: the first model's provider-side tools go
+        why = f"{model.name} is degraded: {skipped.reason or 'its server failed'}"
+        publish(
+            EventType.MODEL_FALLBACK,
+            step=step,
+            from_model=model.name,
+            to_model=first.name,
+            attempt=None,
+            reason=why,
+        )
+    reply = Reply(model=first.name)
     attempt = None
     content = Coalescer(lambda text: delta(EventType.CONTENT, step=step, text=text))
     reasoning = Coalescer(lambda text: delta(EventType.REASONING, step=step, text=text))
     try:
         for event in stream_reply(
-            model,
+            first,
             history,
             tools,
             should_stop=cancelled,
             cache_key=cache_key,
-            fallbacks=_fallbacks(rt, model),
+            fallbacks=fallbacks,
             **service_options(rt.settings),
         ):
             if event.kind == "content":

@@ -17,7 +17,9 @@ export function loadModels() {
 // "vision · reasoning · 128k context": what a person choosing needs to know.
 export function abilities(model) {
   return [
+    model.health?.state === "degraded" && "degraded",
     model.vision && "vision",
+    model.pdf && "PDFs",
     model.reasoning && "reasoning",
     model.web_search && "web search",
     model.context_window && `${Math.round(model.context_window / 1000)}k context`,
@@ -33,7 +35,9 @@ export async function fillModelSelect(select, chosen) {
   const options = [h("option", { value: "" }, `Default (${fallback})`)];
   for (const model of models.filter((m) => m.chat)) {
     const said = abilities(model);
-    options.push(h("option", { value: model.name, title: `${model.provider_family || model.provider}: ${model.model}` }, said ? `${model.name} — ${said}` : model.name));
+    const down = model.health?.state === "degraded" ? ` (degraded: ${model.health.reason || "its server failed a check"})` : "";
+    const title = `${model.provider_family || model.provider}: ${model.model}${down}`;
+    options.push(h("option", { value: model.name, title }, said ? `${model.name} — ${said}` : model.name));
   }
   select.replaceChildren(...options);
   select.value = chosen || "";
