@@ -10,6 +10,7 @@ import os
 import queue
 import re
 import shlex
+import signal
 import subprocess
 import tempfile
 import threading
@@ -107,6 +108,11 @@ class Chat:
 
     def run(self) -> int:
         _load_history()
+        # Ctrl-C is how a person cancels a turn and leaves: Python turns SIGINT into
+        # KeyboardInterrupt only when the process started with it at its default, and a shell
+        # without job control starts a background command with SIGINT ignored (POSIX).
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             self.attach(self.ws_id)
             interrupted = False

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import signal
 from collections.abc import Callable, Iterator
 
 import pexpect
@@ -491,3 +492,19 @@ def test_slash_attach_sends_a_file_with_the_next_message(chat, model, api, tmp_p
     assert [a["filename"] for a in user["attachments"]] == ["notes.txt"]
     repl.say("/attach")  # sent: the next message goes alone
     repl.expect("attached to your next message: nothing")
+
+
+def test_ctrl_c_works_when_the_chat_was_started_with_sigint_ignored(chat, model, api):
+    # As a shell without job control starts a background command: SIGINT ignored, inherited.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        repl = chat("--new", "ignored-sigint", "--skip-permissions")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    model.enqueue(Reply(tool_calls=[bash("echo started; sleep 60")]))
+    repl.say("sleep")
+    repl.expect("started")
+    repl.child.sendintr()
+    repl.expect("cancelling the turn")
+    repl.expect("turn cancelled")
+    repl.prompt()
