@@ -137,7 +137,11 @@ def test_a_sandbox_value_the_service_cannot_use_is_refused_by_name(section):
 
 @pytest.mark.parametrize(
     ("config", "env", "expected"),
-    [({}, {}, 4), ({"concurrency": 2}, {}, 2), ({"concurrency": 2}, {"TURNSTONE_WEBHOOK_CONCURRENCY": "6"}, 6)],
+    [
+        ({}, {}, 4),
+        ({"concurrency": 2}, {}, 2),
+        ({"concurrency": 2}, {"TURNSTONE_WEBHOOK_CONCURRENCY": "6"}, 6),
+    ],
 )
 def test_webhook_attempts_at_once_per_worker(config, env, expected):
     assert Settings.from_mapping({"webhooks": config}, env).webhooks.concurrency == expected
