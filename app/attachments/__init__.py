@@ -94,13 +94,7 @@ def _parts(item: dict[str, Any], row: Attachment, data: bytes) -> list[dict[str,
         if len(data) > MAX_IMAGE_BYTES:
             note = f"{kind}, {size}: too large to show, the limit is {MAX_IMAGE_BYTES:,} bytes"
             return [{"type": "text", "text": header(item, note)}]
-        image = {
-            "type": "image",
-            "media_type": kind,
-            "data": base64.b64encode(data).decode("ascii"),
-            "attachment_id": row.id,
-            "filename": row.filename,
-        }
+        image = _file_part("image", kind, row, data)
         if row.description:
             image["description"] = row.description
         return [{"type": "text", "text": header(item, f"{kind}, {size}")}, image]
@@ -113,16 +107,8 @@ def _parts(item: dict[str, Any], row: Attachment, data: bytes) -> list[dict[str,
         if len(data) > DOCUMENT_MAX_BYTES or (row.pages or 0) > DOCUMENT_MAX_PAGES:
             return [{"type": "text", "text": as_text}]
         # A model that reads PDFs (`supports_pdf`) is sent the file after `header`; any other, `text`.
-        document = {
-            "type": "document",
-            "media_type": PDF,
-            "data": base64.b64encode(data).decode("ascii"),
-            "filename": row.filename,
-            "attachment_id": row.id,
-            "header": header(item, f"PDF, {size}"),
-            "text": as_text,
-            "pages": row.pages,
-        }
+        document = _file_part("document", PDF, row, data)
+        document.update(header=header(item, f"PDF, {size}"), text=as_text, pages=row.pages)
         return [document]
     text = _utf8(data)
     if text is not None:
@@ -133,6 +119,17 @@ def _parts(item: dict[str, Any], row: Attachment, data: bytes) -> list[dict[str,
             }
         ]
     return [{"type": "text", "text": header(item, f"{row.media_type}, {size}; not text: read_file reads it")}]
+
+
+def _file_part(part_type: str, media_type: str, row: Attachment, data: bytes) -> dict[str, Any]:
+    """The file itself, as a part the wire formats send (app/providers/content.py)."""
+    return {
+        "type": part_type,
+        "media_type": media_type,
+        "data": base64.b64encode(data).decode("ascii"),
+        "attachment_id": row.id,
+        "filename": row.filename,
+    }
 
 
 def _utf8(data: bytes) -> str | None:

@@ -114,7 +114,7 @@ def _descriptions(rt: Runtime, wanted: dict[str, dict[str, Any]]) -> dict[str, s
 def _ask(rt: Runtime, perceiver: ModelSettings, image: dict[str, Any]) -> str | None:
     if image.get("media_type") not in SENDABLE_MEDIA_TYPES:
         return None
-    request = [
+    request: list[dict[str, Any]] = [
         {"role": "system", "content": INSTRUCTIONS},
         {
             "role": "user",

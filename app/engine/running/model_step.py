@@ -205,14 +205,7 @@ def _stream(
     if skipped is not None:
         tools = portable(tools)  # another provider's: the first model's provider-side tools go
         why = f"{model.name} is degraded: {skipped.reason or 'its server failed'}"
-        publish(
-            EventType.MODEL_FALLBACK,
-            step=step,
-            from_model=model.name,
-            to_model=first.name,
-            attempt=None,
-            reason=why,
-        )
+        _switched(publish, step, model.name, first.name, None, why)
     reply = Reply(model=first.name)
     attempt = None
     content = Coalescer(lambda text: delta(EventType.CONTENT, step=step, text=text))
@@ -249,14 +242,7 @@ def _stream(
                     reason=event.text,
                 )
             elif event.kind == "fallback":  # the next attempt goes to the chain's next model
-                publish(
-                    EventType.MODEL_FALLBACK,
-                    step=step,
-                    from_model=event.from_model,
-                    to_model=event.to_model,
-                    attempt=attempt,
-                    reason=event.text,
-                )
+                _switched(publish, step, event.from_model, event.to_model, attempt, event.text)
                 reply.model = event.to_model
             elif event.kind == "restart":  # the stream broke and is being asked for again
                 reasoning.flush()
@@ -267,6 +253,20 @@ def _stream(
         reasoning.close()
         content.close()
     return reply
+
+
+def _switched(
+    publish: Publish, step: int, from_model: str | None, to_model: str | None, attempt: int | None, why: str
+) -> None:
+    """The step moved to another model of its chain (a failure, or a degraded model passed over)."""
+    publish(
+        EventType.MODEL_FALLBACK,
+        step=step,
+        from_model=from_model,
+        to_model=to_model,
+        attempt=attempt,
+        reason=why,
+    )
 
 
 def _fallbacks(rt: Runtime, model: ModelSettings) -> list[ModelSettings]:
