@@ -125,6 +125,7 @@ class EventType:
     STREAM_END = "stream_end"
     MODEL_RETRY = "model_retry"  # a model request failed and is tried again: why, and after how long
     MODEL_FALLBACK = "model_fallback"  # the step moves on to the next model of its fallback chain
+    MODEL_WAITING = "model_waiting"  # the step waits for a free slot of its model (max_concurrent)
     TOOL_INFO = "tool_info"
     APPROVE_REQUEST = "approve_request"
     APPROVAL_RESOLVED = "approval_resolved"

@@ -192,6 +192,9 @@ class ModelSettings:
     # `fallbacks = ["Y", "Z"]`: the models a step moves on to when this one's server fails
     # (429, 5xx, a time-out, unreachable), in order (docs/providers.md, Fallback chains)
     fallbacks: tuple[str, ...] = ()
+    # `max_concurrent = N`: at most N requests to this model at once across the service; a step
+    # past it waits for a slot (app/providers/slots.py). None: no limit.
+    max_concurrent: int | None = None
 
     @property
     def is_chat_model(self) -> bool:
@@ -660,6 +663,11 @@ def _models(section: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Mod
             capabilities=dict(entry.get("capabilities", {})),
             max_tokens=_max_tokens(entry.get("max_tokens"), f"[models.{name}] max_tokens"),
             fallbacks=_fallback_names(name, entry.get("fallbacks", [])),
+            max_concurrent=(
+                _whole(entry["max_concurrent"], f"[models.{name}] max_concurrent")
+                if "max_concurrent" in entry
+                else None
+            ),
             **_wire_profile(name, provider, entry),
         )
     for model in models.values():

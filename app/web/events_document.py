@@ -76,6 +76,13 @@ class ModelRetry(Envelope):
     reason: str
 
 
+class ModelWaiting(Envelope):
+    type: Literal["model_waiting"]
+    step: int
+    model: str
+    limit: int = Field(description="the model's max_concurrent: requests to it at once")
+
+
 class ModelFallback(Envelope):
     type: Literal["model_fallback"]
     step: int
@@ -258,6 +265,7 @@ EVENTS: tuple[type[BaseModel], ...] = (
     StreamEnd,
     ModelRetry,
     ModelFallback,
+    ModelWaiting,
     ToolInfo,
     ApproveRequest,
     ApprovalResolved,

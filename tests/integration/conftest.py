@@ -91,6 +91,9 @@ def services(
         f'[models.vision]\nprovider = "openai"\nmodel = "fake-vision"\n'
         f'base_url = "{model_server.openai_base_url}"\n'
         "[models.vision.capabilities]\nsupports_vision = true\n"
+        # one request at a time across the service (test_model_slots.py)
+        f'[models.single]\nprovider = "openai"\nmodel = "fake-single"\nmax_concurrent = 1\n'
+        f'base_url = "{model_server.openai_base_url}"\n'
         # and one with no key anywhere: its turns must end with an error that says what to set
         '[models.keyless]\nprovider = "anthropic"\nmodel = "x"\napi_key_env = "TJ_TEST_UNSET_KEY"\n'
         # an Anthropic-format model whose provider runs tool search itself

@@ -151,3 +151,18 @@ def test_webhook_attempts_at_once_per_worker(config, env, expected):
 def test_a_bad_webhook_concurrency_is_refused(bad):
     with pytest.raises(SettingsError, match="TURNSTONE_WEBHOOK_CONCURRENCY"):
         Settings.from_mapping({"webhooks": {"concurrency": bad}}, {})
+
+
+def test_a_models_max_concurrent_is_a_whole_number_of_at_least_one():
+    config = {"models": {"m": {"provider": "openai", "model": "x", "max_concurrent": 3}}}
+    assert Settings.from_mapping(config, {}).models["m"].max_concurrent == 3
+    assert (
+        Settings.from_mapping({"models": {"m": {"provider": "openai", "model": "x"}}}, {})
+        .models["m"]
+        .max_concurrent
+        is None
+    )
+    for bad in (0, -2, 1.5, "two", True):
+        config["models"]["m"]["max_concurrent"] = bad
+        with pytest.raises(SettingsError, match=r"\[models.m\] max_concurrent"):
+            Settings.from_mapping(config, {})

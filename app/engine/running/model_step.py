@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import redis
 from sqlmodel import col, select
 
 from app.attachments import perception
@@ -27,7 +31,7 @@ from app.metrics import recording
 from app.policies import rules
 from app.policies import store as policy_store
 from app.policies.rules import EMPTY as EMPTY_POLICY
-from app.providers import ModelError, health, stream_reply
+from app.providers import ModelError, health, slots, stream_reply
 from app.providers.anthropic_format import referenced_tools
 from app.providers.errors import ContextWindowError
 from app.providers.reply import portable, service_options
@@ -50,6 +54,8 @@ from app.tools.core.base import ToolContext
 from app.tools.core.pipeline import PreparedCall, prepare_call
 from app.tools.web import native_search
 from app.usage import budgets
+
+log = logging.getLogger(__name__)
 
 RESTART_NOTICE = "The worker streaming this answer stopped; the answer is being generated again."
 COMPACTING_NOTICE = "The conversation is longer than the model's window: compacting it, then asking again"
@@ -207,6 +213,9 @@ def _stream(
         why = f"{model.name} is degraded: {skipped.reason or 'its server failed'}"
         _switched(publish, step, model.name, first.name, None, why)
     reply = Reply(model=first.name)
+    slot = _slot(rt, first, publish, step, cancelled)  # its model's max_concurrent, if it has one
+    if slot is _CANCELLED:
+        return reply  # cancelled while it waited: nothing was asked
     attempt = None
     content = Coalescer(lambda text: delta(EventType.CONTENT, step=step, text=text))
     reasoning = Coalescer(lambda text: delta(EventType.REASONING, step=step, text=text))
@@ -220,6 +229,8 @@ def _stream(
             fallbacks=fallbacks,
             **service_options(rt.settings),
         ):
+            if isinstance(slot, slots.Slot):
+                _renewed(slot)
             if event.kind == "content":
                 reply.content.append(event.text)
                 content.add(event.text)
@@ -250,9 +261,53 @@ def _stream(
                 publish(EventType.STREAM_END, step=step, discard=True, reason=event.text)
                 reply = Reply(model=reply.model)
     finally:
+        if isinstance(slot, slots.Slot):
+            _given_back(slot)
         reasoning.close()
         content.close()
     return reply
+
+
+_CANCELLED = object()  # `_slot`: the turn was cancelled while the step waited
+SLOT_LEASE_MARGIN_SECONDS = 60.0
+SLOT_WAIT_MAX_SECONDS = 0.5  # between tries for a slot, at most
+
+
+def _slot(
+    rt: Runtime, model: ModelSettings, publish: Publish, step: int, cancelled: CancelCheck
+) -> slots.Slot | object | None:
+    """One of the model's `max_concurrent` slots, taken before its request (docs/providers.md,
+    Concurrency limits): None when it has no limit (or Redis cannot say: a limit protects a
+    server, it never stops a turn); waited for, with a `model_waiting` event, when all are taken;
+    `_CANCELLED` when the turn was cancelled meanwhile."""
+    if not model.max_concurrent:
+        return None
+    lease = max(rt.settings.model_timeout_seconds, rt.settings.model_stream_idle_seconds or 0)
+    slot = slots.Slot(rt.redis, model.name, lease + SLOT_LEASE_MARGIN_SECONDS)
+    said, pause = False, 0.05
+    try:
+        while not slot.take(model.max_concurrent):
+            if not said:
+                publish(EventType.MODEL_WAITING, step=step, model=model.name, limit=model.max_concurrent)
+                said = True
+            if cancelled():
+                return _CANCELLED
+            time.sleep(pause)
+            pause = min(pause * 2, SLOT_WAIT_MAX_SECONDS)
+    except redis.RedisError as exc:
+        log.warning("model %s's slots cannot be read (%s): its request goes out without one", model.name, exc)
+        return None
+    return slot
+
+
+def _renewed(slot: slots.Slot) -> None:
+    with contextlib.suppress(redis.RedisError):  # the lease runs on, and lapses if Redis stays down
+        slot.renew()
+
+
+def _given_back(slot: slots.Slot) -> None:
+    with contextlib.suppress(redis.RedisError):  # its lease lapses instead
+        slot.release()
 
 
 def _switched(
