@@ -8,7 +8,7 @@ import logging
 import uuid
 from typing import Any
 
-from sqlalchemy import func, or_
+from sqlalchemy import ColumnElement, func, or_
 from sqlmodel import col, select
 
 from app.errors import ConflictError, NotFoundError, UnprocessableError
@@ -83,7 +83,7 @@ def delete(db: Database, rule_id: str) -> None:
 def book(db: Database, owner_id: str | None) -> Book:
     """The rules a call of `owner_id`'s workstreams meets: theirs, their groups', everyone's
     (None: the operator's, everyone's only)."""
-    mine = col(ToolPolicy.user_id).is_(None)  # everyone's and every group's
+    mine: ColumnElement[bool] = col(ToolPolicy.user_id).is_(None)  # everyone's and every group's
     if owner_id is not None:
         mine = or_(mine, col(ToolPolicy.user_id) == owner_id)
     with db.reader() as s:

@@ -104,6 +104,9 @@ def decide(rt: Runtime, ws_id: str, decision: Decision) -> DecisionResult:
 def _announce(
     rt: Runtime, out: Outbox, turn: Turn | None, targets: list[ToolCall], d: Decision, resumed: bool
 ) -> None:
+    edited: dict[str, Any] = (
+        {"arguments": d.arguments} if d.arguments is not None and d.approved and targets else {}
+    )
     out.add(
         EventType.APPROVAL_RESOLVED,
         turn_id=turn.id if turn else None,
@@ -114,7 +117,7 @@ def _announce(
         by=d.by,
         how=d.how,
         via=d.via,
-        **({"arguments": d.arguments} if d.arguments is not None and d.approved and targets else {}),
+        **edited,
     )
     for row in targets:
         if row.status == CallStatus.DENIED:

@@ -16,9 +16,9 @@ for, chosen under the creator's rights), kind (a coordinator's tools and childre
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 from sqlmodel import col
 
 from app.engine.life import workstreams
@@ -42,7 +42,7 @@ def change(rt: Runtime, ws_id: str, asked: dict[str, Any]) -> dict[str, Any]:
         if any(key in asked for key in BETWEEN_TURNS):
             query = query.where(col(Workstream.active_turn_id).is_(None))
         with rt.db.session() as s:
-            changed = s.execute(query.values(**values)).rowcount
+            changed = cast(CursorResult[Any], s.execute(query.values(**values))).rowcount
         if not changed:
             workstreams.get(rt, ws_id)  # a 404 if it is gone
             raise ConflictError(
@@ -60,7 +60,7 @@ def rename(rt: Runtime, ws_id: str, name: str, origin: NameOrigin, unless_named:
     if unless_named:
         query = query.where(col(Workstream.name_origin) == NameOrigin.DEFAULT)
     with rt.db.session() as s:
-        changed = s.execute(query.values(name=name, name_origin=origin)).rowcount
+        changed = cast(CursorResult[Any], s.execute(query.values(name=name, name_origin=origin))).rowcount
     if changed:
         rt.events.publish(ws_id, EventType.WORKSTREAM_CHANGED, name=name)
     return bool(changed)

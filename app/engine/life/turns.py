@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import sqlalchemy
@@ -491,8 +491,14 @@ def _ended(
     if freed["has_queued"]:
         out.after(lambda rt: activate_next(rt, ws_id))
     if status == TurnStatus.DONE and freed["name_origin"] == NameOrigin.DEFAULT:
-        out.after(lambda rt: rt.settings.titles and rt.queue.title(ws_id))  # app/titles.py
+        out.after(partial(_titled, ws_id=ws_id))  # app/titles.py
     return state
+
+
+def _titled(rt: Runtime, ws_id: str) -> None:
+    """A workstream whose first turn ended well is titled, unless titles are off."""
+    if rt.settings.titles:
+        rt.queue.title(ws_id)
 
 
 _FREED = ("kind", "parent_call_row", "has_children", "has_queued", "parent_id", "name_origin")  # `_ends`
