@@ -86,6 +86,7 @@ def takes(events: list[str], event_type: str) -> bool:
 
 _slots: threading.BoundedSemaphore | None = None
 _slots_lock = threading.Lock()
+_busy_endpoints: dict[str, int] = {}  # endpoint id -> its attempts under way in this process
 
 
 def _process_slots(concurrency: int) -> threading.BoundedSemaphore:
@@ -98,17 +99,48 @@ def _process_slots(concurrency: int) -> threading.BoundedSemaphore:
 
 def attempt(rt: Runtime, delivery_id: str) -> str | None:
     """One attempt, if the delivery is due and nobody is attempting it; its status after. A
-    worker process makes `[webhooks] concurrency` attempts at once: a slow receiver holds a
-    thread until its timeout, and the threads are the whole service's. Past that the delivery
-    is handed back (`busy`) for the next sweep to send again."""
-    slots = _process_slots(rt.settings.webhooks.concurrency)
+    worker process makes `[webhooks] concurrency` attempts at once, at most half of them to one
+    endpoint: a slow receiver holds a thread until its timeout, and the threads are the whole
+    service's. Past that the delivery is handed back (`busy`) for the next sweep to send again."""
+    concurrency = rt.settings.webhooks.concurrency
+    slots = _process_slots(concurrency)
     if not slots.acquire(blocking=False):
         _hand_back(rt, delivery_id)
         return BUSY
     try:
-        return _attempt(rt, delivery_id)
+        with rt.db.reader() as s:
+            endpoint_id = s.exec(
+                select(WebhookDelivery.endpoint_id).where(col(WebhookDelivery.id) == delivery_id)
+            ).first()
+        if endpoint_id is None:
+            return None
+        # One slow endpoint takes at most half the slots: the others' deliveries go on.
+        if not _endpoint_taken(endpoint_id, max(1, concurrency // 2)):
+            _hand_back(rt, delivery_id)
+            return BUSY
+        try:
+            return _attempt(rt, delivery_id)
+        finally:
+            _endpoint_done(endpoint_id)
     finally:
         slots.release()
+
+
+def _endpoint_taken(endpoint_id: str, most: int) -> bool:
+    with _slots_lock:
+        if _busy_endpoints.get(endpoint_id, 0) >= most:
+            return False
+        _busy_endpoints[endpoint_id] = _busy_endpoints.get(endpoint_id, 0) + 1
+        return True
+
+
+def _endpoint_done(endpoint_id: str) -> None:
+    with _slots_lock:
+        left = _busy_endpoints.get(endpoint_id, 1) - 1
+        if left:
+            _busy_endpoints[endpoint_id] = left
+        else:
+            _busy_endpoints.pop(endpoint_id, None)
 
 
 def _hand_back(rt: Runtime, delivery_id: str) -> None:

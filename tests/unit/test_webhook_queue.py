@@ -36,10 +36,15 @@ def recorded(rt, count: int) -> list[str]:
     with rt.db.session() as s:
         s.add(endpoint)
     with rt.db.session() as s:
-        return [
-            deliveries.record(s, None, "run.succeeded", f"run.succeeded:{n}", {"n": n})[0]
+        # for this endpoint alone (a run's own endpoint takes every event of its run)
+        made = [
+            deliveries.record(
+                s, "no-owner", "run.succeeded", f"run.succeeded:{n}", {"n": n}, also=endpoint.id
+            )
             for n in range(count)
         ]
+    assert all(len(one) == 1 for one in made)
+    return [one[0] for one in made]
 
 
 def test_a_due_delivery_is_sent_once_until_its_lease_passes(rt):
@@ -67,3 +72,16 @@ def test_an_attempt_past_its_processs_slots_hands_the_delivery_back(rt, monkeypa
         row = s.get(WebhookDelivery, made)
         assert row.attempts == 0 and row.queued_until is None  # untouched, and free to be sent
     assert deliveries.due(rt) == [made]
+
+
+def test_one_endpoint_takes_at_most_half_the_slots(rt, monkeypatch):
+    monkeypatch.setattr(deliveries, "_slots", threading.BoundedSemaphore(4))
+    rt.settings = Settings.from_mapping({"webhooks": {"concurrency": 4}}, {})
+    (slow,) = recorded(rt, 1)
+    (other,) = recorded(rt, 1)
+    with rt.db.reader() as s:
+        slow_endpoint = s.get(WebhookDelivery, slow).endpoint_id
+    monkeypatch.setitem(deliveries._busy_endpoints, slow_endpoint, 2)  # two attempts at it under way
+    assert deliveries.attempt(rt, slow) == deliveries.BUSY
+    assert deliveries.attempt(rt, other) == deliveries.PENDING  # refused at once (port 9), retried later
+    assert deliveries._busy_endpoints == {slow_endpoint: 2}  # its own count given back
