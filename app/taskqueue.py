@@ -111,8 +111,11 @@ class TaskQueue:
         """Cancel the sub-agents of the ended turn `turn_id` that still work."""
         self.celery.send_task(STOP_CHILDREN_TASK, args=[turn_id], queue=CONTROL_QUEUE)
 
-    def deliver_webhook(self, delivery_id: str) -> None:
-        self.celery.send_task(DELIVER_WEBHOOK_TASK, args=[delivery_id], queue=CONTROL_QUEUE)
+    def deliver_webhook(self, delivery_id: str, countdown: float | None = None) -> None:
+        """An attempt at the delivery; `countdown`: not before that many seconds."""
+        self.celery.send_task(
+            DELIVER_WEBHOOK_TASK, args=[delivery_id], queue=CONTROL_QUEUE, countdown=countdown
+        )
 
     def compact(self, ws_id: str, upto: int) -> None:
         """Summarise the workstream's conversation up to message `upto` (app/compaction/manual.py)."""

@@ -31,6 +31,8 @@ CLAIM_MARGIN_SECONDS = 30.0  # past an attempt's timeout: its worker died, the c
 # A delivery sent to the workers is theirs for this long: the sweep sends it again only after
 # (its task was lost with a broker, or is still queued behind a backlog that long).
 QUEUE_LEASE_SECONDS = 120.0
+DUE_PER_SWEEP = 50  # deliveries a sweep sends, at most (the oldest due first); the rest wait for the next
+BUSY_DELAY_SECONDS = 1.0  # a delivery that found no slot is tried again this much later
 MAX_ERROR_CHARS = 500
 MAX_LISTED = 200
 
@@ -86,7 +88,6 @@ def takes(events: list[str], event_type: str) -> bool:
 
 _slots: threading.BoundedSemaphore | None = None
 _slots_lock = threading.Lock()
-_busy_endpoints: dict[str, int] = {}  # endpoint id -> its attempts under way in this process
 
 
 def _process_slots(concurrency: int) -> threading.BoundedSemaphore:
@@ -99,55 +100,24 @@ def _process_slots(concurrency: int) -> threading.BoundedSemaphore:
 
 def attempt(rt: Runtime, delivery_id: str) -> str | None:
     """One attempt, if the delivery is due and nobody is attempting it; its status after. A
-    worker process makes `[webhooks] concurrency` attempts at once, at most half of them to one
-    endpoint: a slow receiver holds a thread until its timeout, and the threads are the whole
-    service's. Past that the delivery is handed back (`busy`) for the next sweep to send again."""
-    concurrency = rt.settings.webhooks.concurrency
-    slots = _process_slots(concurrency)
+    worker process makes `[webhooks] concurrency` attempts at once: a slow receiver holds a
+    thread until its timeout, and the threads are the whole service's. Past that its task comes
+    back a second later (`busy`)."""
+    slots = _process_slots(rt.settings.webhooks.concurrency)
     if not slots.acquire(blocking=False):
         _hand_back(rt, delivery_id)
         return BUSY
     try:
-        with rt.db.reader() as s:
-            endpoint_id = s.exec(
-                select(WebhookDelivery.endpoint_id).where(col(WebhookDelivery.id) == delivery_id)
-            ).first()
-        if endpoint_id is None:
-            return None
-        # One slow endpoint takes at most half the slots: the others' deliveries go on.
-        if not _endpoint_taken(endpoint_id, max(1, concurrency // 2)):
-            _hand_back(rt, delivery_id)
-            return BUSY
-        try:
-            return _attempt(rt, delivery_id)
-        finally:
-            _endpoint_done(endpoint_id)
+        return _attempt(rt, delivery_id)
     finally:
         slots.release()
 
 
-def _endpoint_taken(endpoint_id: str, most: int) -> bool:
-    with _slots_lock:
-        if _busy_endpoints.get(endpoint_id, 0) >= most:
-            return False
-        _busy_endpoints[endpoint_id] = _busy_endpoints.get(endpoint_id, 0) + 1
-        return True
-
-
-def _endpoint_done(endpoint_id: str) -> None:
-    with _slots_lock:
-        left = _busy_endpoints.get(endpoint_id, 1) - 1
-        if left:
-            _busy_endpoints[endpoint_id] = left
-        else:
-            _busy_endpoints.pop(endpoint_id, None)
-
-
 def _hand_back(rt: Runtime, delivery_id: str) -> None:
-    with rt.db.session() as s:
-        s.exec(
-            update(WebhookDelivery).where(col(WebhookDelivery.id) == delivery_id).values(queued_until=None)
-        )
+    """Not attempted (no slot): the same task again a little later, straight to the broker (no
+    attempt counted, nothing written). Should it be lost, the delivery is still due, and a sweep
+    sends it once its queue lease has passed."""
+    rt.queue.deliver_webhook(delivery_id, countdown=BUSY_DELAY_SECONDS)
 
 
 def _attempt(rt: Runtime, delivery_id: str) -> str | None:
@@ -223,7 +193,7 @@ def _settle(rt: Runtime, delivery: WebhookDelivery, code: int | None, error: str
     return outcome
 
 
-def due(rt: Runtime, limit: int = 500) -> list[str]:
+def due(rt: Runtime, limit: int = DUE_PER_SWEEP) -> list[str]:
     """Pending deliveries whose time has come, that nobody is attempting and that are not sent
     to the workers already; each is marked sent (`queued_until`) here, so the sweep after this
     one does not send it again while it waits in the queue."""

@@ -25,8 +25,18 @@ def rt(tmp_path: Path):
     upgrade(url)
     db = Database(url)
     settings = Settings.from_mapping({"webhooks": {"concurrency": 1}}, {})
-    yield SimpleNamespace(db=db, settings=settings)
+    yield SimpleNamespace(db=db, settings=settings, queue=Sent())
     db.dispose()
+
+
+class Sent:
+    """The task queue, as far as deliveries use it: what was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, float | None]] = []
+
+    def deliver_webhook(self, delivery_id: str, countdown: float | None = None) -> None:
+        self.sent.append((delivery_id, countdown))
 
 
 def recorded(rt, count: int) -> list[str]:
@@ -68,20 +78,15 @@ def test_an_attempt_past_its_processs_slots_hands_the_delivery_back(rt, monkeypa
         assert deliveries.attempt(rt, made) == deliveries.BUSY
     finally:
         deliveries._slots.release()
+    assert rt.queue.sent == [(made, deliveries.BUSY_DELAY_SECONDS)]  # its task again, a second later
     with rt.db.reader() as s:
         row = s.get(WebhookDelivery, made)
-        assert row.attempts == 0 and row.queued_until is None  # untouched, and free to be sent
-    assert deliveries.due(rt) == [made]
+        assert row.attempts == 0 and row.status == deliveries.PENDING  # no attempt counted
+    assert deliveries.due(rt) == []  # and the sweeps leave it to that task
 
 
-def test_one_endpoint_takes_at_most_half_the_slots(rt, monkeypatch):
-    monkeypatch.setattr(deliveries, "_slots", threading.BoundedSemaphore(4))
-    rt.settings = Settings.from_mapping({"webhooks": {"concurrency": 4}}, {})
-    (slow,) = recorded(rt, 1)
-    (other,) = recorded(rt, 1)
-    with rt.db.reader() as s:
-        slow_endpoint = s.get(WebhookDelivery, slow).endpoint_id
-    monkeypatch.setitem(deliveries._busy_endpoints, slow_endpoint, 2)  # two attempts at it under way
-    assert deliveries.attempt(rt, slow) == deliveries.BUSY
-    assert deliveries.attempt(rt, other) == deliveries.PENDING  # refused at once (port 9), retried later
-    assert deliveries._busy_endpoints == {slow_endpoint: 2}  # its own count given back
+def test_a_sweep_sends_a_bounded_batch_oldest_first(rt):
+    made = recorded(rt, deliveries.DUE_PER_SWEEP + 5)
+    first = deliveries.due(rt)
+    assert len(first) == deliveries.DUE_PER_SWEEP
+    assert sorted(first + deliveries.due(rt)) == sorted(made)  # the rest on the next
