@@ -41,6 +41,11 @@ MEMORY_TYPES = Literal["user", "project", "feedback", "reference"]
 # Text fields by their limits (app/web/contract.py: no NUL, no lone surrogate).
 Name = Annotated[str, chars(MAX_NAME_CHARS)]
 IdText = Annotated[str, chars(MAX_ID_CHARS)]
+# What fits the stored column and any HTTP header (app/web/commands.py checks the header's so).
+IdempotencyKey = Annotated[
+    str,
+    pattern(rf"^[\x20-\x7e]{{1,{MAX_NAME_CHARS}}}$", rule=f"1-{MAX_NAME_CHARS} printable ASCII characters"),
+]
 PathText = Annotated[str, chars(MAX_PATH_CHARS)]
 UrlText = Annotated[str, chars(MAX_CHANNEL_URL_CHARS)]
 Password = Annotated[str, chars(MAX_PASSWORD_CHARS)]
@@ -301,7 +306,7 @@ class Send(Body):
         description="ids of this workstream's attachments, sent to the model with the message: an "
         "image as an image, a PDF as its text, a text file as itself (docs/attachments.md)",
     )
-    idempotency_key: Name | None = Field(
+    idempotency_key: IdempotencyKey | None = Field(
         None, description="as the Idempotency-Key header, for clients that cannot set one (a websocket)"
     )
 
@@ -438,11 +443,11 @@ class Rewind(Body):
 
 class Edit(Body):
     message: NonBlank = Field(description="the new text of the user message")
-    idempotency_key: Name | None = None
+    idempotency_key: IdempotencyKey | None = None
 
 
 class Retry(Body):
-    idempotency_key: Name | None = None
+    idempotency_key: IdempotencyKey | None = None
 
 
 class Branch(Answer):
