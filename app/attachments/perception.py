@@ -43,8 +43,8 @@ def described(rt: Runtime, model: ModelSettings, history: list[dict[str, Any]]) 
     keeps its data (a fallback model that can see is sent it) and gains `description` (or a
     `note` when there is none). Entries without such images are passed as they are (they may
     be shared: never changed)."""
-    if model.supports_vision:
-        return history
+    if model.supports_vision or not rt.settings.perception:
+        return history  # without a perception model the image is held back with the plain note
     wanted = {part["attachment_id"]: part for part in _images(history) if "description" not in part}
     if not wanted:
         return history
@@ -80,7 +80,7 @@ def _with(entry: dict[str, Any], found: dict[str, str | None]) -> dict[str, Any]
         elif found.get(key):
             parts.append({**part, "description": found[key]})
         else:
-            parts.append({**part, "note": FAILED_NOTE if found.get(key) is None else ""})
+            parts.append({**part, "note": FAILED_NOTE})
     return {**entry, "content": parts}
 
 

@@ -48,7 +48,7 @@ def test_files_wait_as_chips_go_with_the_next_message_and_stay_on_it(
     user = model.history[-1].body["messages"][-1]
     sent = json.dumps(user)
     # (this service's model cannot see: it is told the image was not shown, by name)
-    assert "red.png: not shown: the current model cannot view images" in sent
+    assert "red.png: not shown: the current model cannot view images)" in sent  # no perception role here
     assert "the launch is on Friday" in sent and "not this one" not in sent
 
     on_message = page.locator(".msg-user .attachment-chip")
